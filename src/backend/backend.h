@@ -1,0 +1,65 @@
+// The backend interface: what the runtime asks of a device. A backend owns the model's
+// weights in its own memory and the KV page pools; the runtime owns the page tables
+// (kv/page_table.h) and passes block tables in with every forward call.
+//
+// One forward call processes a batch of chunks; each chunk is some new tokens of one
+// sequence (a whole prompt, a prefill slice, or one decode token). For every chunk the
+// backend computes K/V of the new tokens, encodes them into their pages in the cache
+// format, attends over the sequence's cached tokens [0, start_pos + n_tokens) causally, and
+// returns logits.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kv/format.h"
+
+namespace ninfer {
+
+struct Model;
+
+struct SeqChunk {
+  const int32_t* tokens = nullptr;  // [n_tokens]
+  int n_tokens = 0;
+  int start_pos = 0;                   // position of tokens[0]; [0, start_pos) are cached
+  const int32_t* block_table = nullptr;  // [n_blocks] physical page ids
+  int n_blocks = 0;                    // must cover start_pos + n_tokens tokens
+  bool all_logits = false;             // logits for every token, else only the last one
+};
+
+struct MemoryInfo {
+  size_t total = 0;    // device memory (RAM for the CPU backend)
+  size_t free = 0;     // available now
+  size_t weights = 0;  // bytes the backend holds for weights
+};
+
+// Observer for raw K/V rows as written (K after q/k-norm and rope, before any format
+// rotation). k, v: [n_kv_heads, head_dim]. Used by `ninfer dump-kv`.
+using KvObserver = std::function<void(int layer, int pos, const float* k, const float* v)>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // (Re)allocates the per-layer K and V page pools for n_pages pages of `fmt`.
+  virtual void init_kv(const KvFormat& fmt, int n_pages) = 0;
+  virtual const KvFormat& kv_format() const = 0;
+  // Runs the chunks; `logits` receives, in chunk order, n_tokens rows (all_logits) or one
+  // row per chunk, each [vocab] fp32.
+  virtual void forward(std::span<const SeqChunk> chunks, std::vector<float>& logits) = 0;
+  virtual MemoryInfo memory() const = 0;
+  // Bytes of device memory one page takes across all layers (K and V).
+  virtual size_t page_bytes(const KvFormat& fmt) const = 0;
+  virtual void set_kv_observer(KvObserver obs) { (void)obs; }
+};
+
+struct CpuBackendOptions {
+  int threads = 0;  // 0: all hardware threads
+};
+
+std::unique_ptr<Backend> make_cpu_backend(const Model& model, const CpuBackendOptions& opt = {});
+
+}  // namespace ninfer

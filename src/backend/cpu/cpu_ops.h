@@ -1,0 +1,22 @@
+// CPU reference kernels: scalar-readable fp32 code, vectorised by the compiler and threaded
+// with OpenMP. These are the oracle for the CUDA kernels.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace ninfer::cpu {
+
+// y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]).  x: [m, k], w: [n, k] row-major, y: [m, n]
+void matmul_wt(const float* x, const float* w, const float* bias, float* y, int m, int n, int k);
+
+// x: [n_rows, dim] normalised in place (or into out): out = x / rms(x) * weight
+void rmsnorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps);
+
+// Rotary embedding, half-split (rotate_half) convention as in transformers.
+// x: [n_heads, head_dim] for one token at position pos; inv_freq: [head_dim / 2]
+void rope_inplace(float* x, int n_heads, int head_dim, int pos, const float* inv_freq);
+
+// out[i] = silu(gate[i]) * up[i]
+void silu_mul(const float* gate, const float* up, float* out, size_t n);
+
+}  // namespace ninfer::cpu

@@ -1,0 +1,55 @@
+#include "kv/format.h"
+
+#include "core/error.h"
+#include "kv/codecs/codecs.h"
+#include "kv/hadamard.h"
+
+namespace ninfer {
+
+void KvFormat::check_head_dim(int head_dim) const {
+  if (head_dim <= 0 || head_dim % head_dim_multiple != 0) {
+    fail("--kv-dtype {} needs head_dim to be a multiple of {}, but the model has head_dim {}",
+         name, head_dim_multiple, head_dim);
+  }
+}
+
+std::span<const KvFormat* const> kv_formats() {
+  // NOTE: table order is the order of help texts and benchmark tables: exact formats first,
+  // then by decreasing bytes per head-token.
+  static const KvFormat* const table[] = {
+      &codecs::kF32Format,
+      &codecs::kBf16Format,
+  };
+  return table;
+}
+
+std::string kv_format_names_joined(std::string_view sep) {
+  std::string s;
+  for (const KvFormat* f : kv_formats()) {
+    if (!s.empty()) s += sep;
+    s += f->name;
+  }
+  return s;
+}
+
+const KvFormat& find_kv_format(std::string_view name) {
+  for (const KvFormat* f : kv_formats()) {
+    if (f->name == name) return *f;
+  }
+  fail("unknown --kv-dtype '{}'; valid formats: {}", name, kv_format_names_joined());
+}
+
+void rotate_kv(KvRotation r, float* x, int head_dim) {
+  switch (r) {
+    case KvRotation::None:
+      return;
+    case KvRotation::HadamardHead:
+      hadamard_inplace(x, head_dim);
+      return;
+    case KvRotation::Hadamard64:
+      for (int g = 0; g < head_dim; g += 64) hadamard_inplace(x + g, 64);
+      return;
+  }
+}
+
+}  // namespace ninfer

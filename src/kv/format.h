@@ -1,0 +1,57 @@
+// KV-cache storage formats: one registry maps a `--kv-dtype` name to its layout and its CPU
+// reference codec. The normative description of every format is ../shared/docs/KV_FORMATS.md
+// and the header comment of its codec file in src/kv/codecs/.
+//
+// A head-token is one (layer, kv-head, token) K row plus its V row, each `head_dim` floats.
+// Encoders take the raw (unrotated) row and apply the format's rotation themselves;
+// decoders return the reconstruction in the stored (rotated) basis. Attention therefore
+// rotates the query by the K rotation and rotates its output back by the V rotation
+// (rotate_kv() is self-inverse for every rotation used here).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ninfer {
+
+enum class KvRotation : uint8_t {
+  None,
+  HadamardHead,  // H_D over the whole head (K of the compressed formats)
+  Hadamard64,    // H_64 applied to each 64-dim group (V of int4 / rk*-e8)
+};
+
+struct KvSideCodec {
+  KvRotation rotation = KvRotation::None;
+  size_t (*bytes)(int head_dim) = nullptr;  // bytes per row for this side, codes + scales
+  // x: [head_dim] raw row; out: [bytes(head_dim)]
+  void (*encode)(const float* x, int head_dim, uint8_t* out) = nullptr;
+  // in: [bytes(head_dim)]; out: [head_dim] reconstruction in the stored (rotated) basis
+  void (*decode)(const uint8_t* in, int head_dim, float* out) = nullptr;
+};
+
+struct KvFormat {
+  std::string_view name;         // the --kv-dtype name
+  std::string_view description;  // one line for help texts and tables
+  int head_dim_multiple = 1;     // head_dim must be a positive multiple of this
+  KvSideCodec k, v;
+
+  size_t k_bytes(int head_dim) const { return k.bytes(head_dim); }
+  size_t v_bytes(int head_dim) const { return v.bytes(head_dim); }
+  size_t bytes_per_head_token(int head_dim) const { return k_bytes(head_dim) + v_bytes(head_dim); }
+  // Throws ninfer::Error naming the format and head_dim when this format cannot store it.
+  void check_head_dim(int head_dim) const;
+};
+
+// All registered formats, in table order.
+std::span<const KvFormat* const> kv_formats();
+// Looks a format up by name; an unknown name throws an Error that lists the valid ones.
+const KvFormat& find_kv_format(std::string_view name);
+std::string kv_format_names_joined(std::string_view sep = ", ");
+
+// Applies (and, being self-inverse, undoes) a rotation in place. x: [head_dim]
+void rotate_kv(KvRotation r, float* x, int head_dim);
+
+}  // namespace ninfer

@@ -1,0 +1,174 @@
+#include "model/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "model/config.h"
+
+namespace ninfer {
+
+using nlohmann::json;
+
+int64_t TensorInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string TensorInfo::shape_str() const {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+MappedFile::MappedFile(const std::filesystem::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) fail("cannot open {}: {}", path.string(), std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    ::close(fd);
+    fail("cannot stat {}", path.string());
+  }
+  size_ = size_t(st.st_size);
+  if (size_ > 0) {
+    void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      fail("cannot mmap {}: {}", path.string(), std::strerror(errno));
+    }
+    data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+}
+
+MappedFile::~MappedFile() {
+  if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+void TensorStore::add_file(const std::filesystem::path& path) {
+  auto mf = std::make_unique<MappedFile>(path);
+  const std::string fname = path.filename().string();
+  if (mf->size() < 8) fail("{}: truncated file ({} bytes, no safetensors header)", path.string(), mf->size());
+  uint64_t hlen;
+  std::memcpy(&hlen, mf->data(), 8);
+  if (hlen > mf->size() - 8) {
+    fail("{}: header length {} runs past the end of the file ({} bytes): truncated or not a "
+         "safetensors file",
+         path.string(), hlen, mf->size());
+  }
+  json h;
+  try {
+    h = json::parse(mf->data() + 8, mf->data() + 8 + hlen);
+  } catch (const json::parse_error& e) {
+    fail("{}: invalid safetensors JSON header: {}", path.string(), e.what());
+  }
+  if (!h.is_object()) fail("{}: safetensors header is not a JSON object", path.string());
+  const uint8_t* base = mf->data() + 8 + hlen;
+  const size_t data_size = mf->size() - 8 - hlen;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    const json& e = it.value();
+    const std::string& name = it.key();
+    TensorInfo t;
+    t.name = name;
+    t.file = fname;
+    if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") ||
+        !e["shape"].is_array() || !e.contains("data_offsets") || !e["data_offsets"].is_array() ||
+        e["data_offsets"].size() != 2) {
+      fail("{}: tensor '{}': header entry needs dtype, shape and data_offsets[2]", path.string(), name);
+    }
+    std::string dt = e["dtype"].get<std::string>();
+    if (!parse_safetensors_dtype(dt, &t.dtype))
+      fail("{}: tensor '{}': unsupported dtype '{}'", path.string(), name, dt);
+    for (const json& d : e["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        fail("{}: tensor '{}': bad shape {}", path.string(), name, e["shape"].dump());
+      t.shape.push_back(d.get<int64_t>());
+    }
+    const json& off = e["data_offsets"];
+    if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      fail("{}: tensor '{}': data_offsets must be non-negative integers", path.string(), name);
+    uint64_t b = off[0].get<uint64_t>(), en = off[1].get<uint64_t>();
+    if (b > en || en > data_size) {
+      fail("{}: tensor '{}': data_offsets [{}, {}] lie outside the data section ({} bytes): file "
+           "truncated or header corrupt",
+           path.string(), name, b, en, data_size);
+    }
+    uint64_t want = uint64_t(t.numel()) * dtype_size(t.dtype);
+    if (en - b != want) {
+      fail("{}: tensor '{}': data_offsets span {} bytes but shape {} of {} needs {}", path.string(),
+           name, en - b, t.shape_str(), dt, want);
+    }
+    t.data = base + b;
+    t.nbytes = size_t(want);
+    if (tensors_.count(name)) fail("{}: tensor '{}' appears in more than one file", path.string(), name);
+    tensors_.emplace(name, std::move(t));
+  }
+  files_.push_back(std::move(mf));
+}
+
+std::unique_ptr<TensorStore> TensorStore::open_file(const std::filesystem::path& file) {
+  auto s = std::unique_ptr<TensorStore>(new TensorStore());
+  s->add_file(file);
+  return s;
+}
+
+std::unique_ptr<TensorStore> TensorStore::open(const std::filesystem::path& dir) {
+  auto s = std::unique_ptr<TensorStore>(new TensorStore());
+  std::filesystem::path index = dir / "model.safetensors.index.json";
+  std::filesystem::path single = dir / "model.safetensors";
+  if (std::filesystem::exists(index)) {
+    json j;
+    try {
+      j = json::parse(read_file(index));
+    } catch (const json::parse_error& e) {
+      fail("{}: invalid JSON: {}", index.string(), e.what());
+    }
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      fail("{}: missing object 'weight_map'", index.string());
+    std::set<std::string> shards;
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      if (!it.value().is_string()) fail("{}: weight_map['{}'] must be a file name", index.string(), it.key());
+      shards.insert(it.value().get<std::string>());
+    }
+    for (const std::string& sh : shards) {
+      if (sh.find('/') != std::string::npos || sh.find("..") != std::string::npos)
+        fail("{}: shard name '{}' must be a plain file name", index.string(), sh);
+      if (!std::filesystem::exists(dir / sh))
+        fail("{}: shard '{}' listed in the index is missing", index.string(), sh);
+      s->add_file(dir / sh);
+    }
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      const TensorInfo* t = s->find(it.key());
+      if (!t) fail("{}: tensor '{}' is not in shard '{}'", index.string(), it.key(), it.value().get<std::string>());
+      if (t->file != it.value().get<std::string>())
+        fail("{}: tensor '{}' is in shard '{}', not '{}' as the index says", index.string(), it.key(),
+             t->file, it.value().get<std::string>());
+    }
+  } else if (std::filesystem::exists(single)) {
+    s->add_file(single);
+  } else {
+    fail("{}: no model.safetensors or model.safetensors.index.json found", dir.string());
+  }
+  return s;
+}
+
+const TensorInfo* TensorStore::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+size_t TensorStore::total_bytes() const {
+  size_t n = 0;
+  for (const auto& [k, t] : tensors_) n += t.nbytes;
+  return n;
+}
+
+}  // namespace ninfer
