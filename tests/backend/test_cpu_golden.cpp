@@ -30,19 +30,19 @@ Golden load(const std::string& name) {
 }
 
 // Runs prompt ids through the backend in one chunk with all logits, then greedy decode.
-struct Run {
+struct ModelRun {
   std::vector<float> all_logits;  // [n_prompt, vocab]
   std::vector<int32_t> greedy;
 };
 
-Run run_model(Backend& be, const Model& m, const std::vector<int32_t>& ids, int n_greedy,
+ModelRun run_model(Backend& be, const Model& m, const std::vector<int32_t>& ids, int n_greedy,
               const std::vector<int32_t>& stop, uint64_t shuffle_seed = 0) {
   const int vocab = m.config.vocab;
   PageTable pt(64, shuffle_seed);
   be.init_kv(find_kv_format("f32"), pt.n_pages());
   int32_t seq = pt.create_sequence();
   EXPECT_TRUE(pt.reserve(seq, int64_t(ids.size()) + n_greedy));
-  Run r;
+  ModelRun r;
   SeqChunk ch{ids.data(), int(ids.size()), 0, pt.block_table(seq).data(), int(pt.block_table(seq).size()), true};
   be.forward({&ch, 1}, r.all_logits);
   std::vector<float> last(r.all_logits.end() - vocab, r.all_logits.end());
@@ -69,7 +69,7 @@ TEST_P(GoldenTest, LogitsNllAndGreedyMatchTransformers) {
     std::vector<float> want = p["last_logits"].get<std::vector<float>>();
     std::vector<int32_t> greedy_want;
     if (p.contains("greedy_ids")) greedy_want = p["greedy_ids"].get<std::vector<int32_t>>();
-    Run r = run_model(*be, *g.model, ids, int(greedy_want.size()), {0, 2});
+    ModelRun r = run_model(*be, *g.model, ids, int(greedy_want.size()), {0, 2});
     // Last-token logits: max abs error / max abs logit <= 1e-3 (golden.json README: fp32 engines
     // land near 1e-5..1e-4; 1e-3 leaves room for summation order only).
     double max_err = 0, max_ref = 0;
@@ -109,8 +109,8 @@ TEST(PagedCache, ShuffledPagesGiveIdenticalLogits) {
   auto be = make_cpu_backend(*g.model);
   std::vector<int32_t> ids;
   for (int i = 0; i < 130; ++i) ids.push_back(int32_t(3 + (i * 37) % 8000));  // crosses 2 page boundaries
-  Run a = run_model(*be, *g.model, ids, 5, {}, 0);
-  Run b = run_model(*be, *g.model, ids, 5, {}, 12345);
+  ModelRun a = run_model(*be, *g.model, ids, 5, {}, 0);
+  ModelRun b = run_model(*be, *g.model, ids, 5, {}, 12345);
   EXPECT_EQ(a.all_logits, b.all_logits);
   EXPECT_EQ(a.greedy, b.greedy);
 }

@@ -169,7 +169,7 @@ void CpuBackend::attend(int layer, const SeqChunk& ch, const float* q, float* ou
   const float scale = 1.0f / std::sqrt(float(d));
 #pragma omp parallel
   {
-    std::vector<float> scores(size_t(n_ctx)), qr(size_t(d)), acc(size_t(d));
+    std::vector<float> scores(static_cast<size_t>(n_ctx)), qr(static_cast<size_t>(d)), acc(static_cast<size_t>(d));
 #pragma omp for collapse(2) schedule(dynamic, 4)
     for (int t = 0; t < ch.n_tokens; ++t) {
       for (int hq = 0; hq < nh; ++hq) {
@@ -220,9 +220,10 @@ void CpuBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& l
                    ch.block_table[b]);
     T += ch.n_tokens;
   }
-  std::vector<float> x(size_t(T) * H), xn(size_t(T) * H), q(size_t(T) * qd), k(size_t(T) * kvd),
-      v(size_t(T) * kvd), att(size_t(T) * qd), o(size_t(T) * H), g(size_t(T) * F), u(size_t(T) * F);
-  std::vector<int> pos(size_t(T));
+  const size_t Ts = static_cast<size_t>(T);
+  std::vector<float> x(Ts * H), xn(Ts * H), q(Ts * qd), k(Ts * kvd), v(Ts * kvd), att(Ts * qd), o(Ts * H),
+      g(Ts * F), u(Ts * F);
+  std::vector<int> pos(Ts);
   {
     int t = 0;
     for (const SeqChunk& ch : chunks) {

@@ -1,0 +1,43 @@
+// Subcommand registry for the `ninfer` binary. Each cmd_*.cpp defines a static
+// RegisterCommand that adds its CLI11 subcommand, options and callback; main() builds the
+// app from the registry. Callbacks throw ninfer::Error for bad input; main prints it and
+// exits 1.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+
+namespace ninfer::app {
+
+struct Command {
+  std::string name;
+  std::string help;
+  std::function<void(CLI::App*)> setup;  // adds options and sets the callback
+};
+
+std::vector<Command>& commands();
+
+struct RegisterCommand {
+  RegisterCommand(std::string name, std::string help, std::function<void(CLI::App*)> setup) {
+    commands().push_back(Command{std::move(name), std::move(help), std::move(setup)});
+  }
+};
+
+// Flags shared by every command that loads a model: -m, --device, --threads, --kv-dtype,
+// --max-context, --kv-capacity, --memory-budget.
+struct EngineFlags {
+  std::string model_dir;
+  EngineOptions opt;
+  std::string memory_budget;
+  void add(CLI::App* app, bool kv_flags = true);
+  EngineOptions options() const;  // validated, --memory-budget parsed
+};
+
+// Sets the process exit code a command wants (default 0).
+void set_exit_code(int code);
+int exit_code();
+
+}  // namespace ninfer::app

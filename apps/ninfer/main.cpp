@@ -1,0 +1,65 @@
+// `ninfer`: one binary, subcommands registered by the cmd_*.cpp files.
+#include <cstdio>
+
+#include "apps/ninfer/command.h"
+#include "core/error.h"
+#include "kv/capacity.h"
+
+namespace ninfer::app {
+
+std::vector<Command>& commands() {
+  static std::vector<Command> c;
+  return c;
+}
+
+static int g_exit_code = 0;
+void set_exit_code(int code) { g_exit_code = code; }
+int exit_code() { return g_exit_code; }
+
+void EngineFlags::add(CLI::App* app, bool kv_flags) {
+  app->add_option("-m,--model", model_dir, "Hugging Face model directory (config.json, *.safetensors, tokenizer.json)")
+      ->required();
+  app->add_option("--device", opt.device, "cpu, cuda or auto")->capture_default_str();
+  app->add_option("--threads", opt.threads, "CPU threads (0: all cores)")->capture_default_str();
+  if (kv_flags) {
+    app->add_option("--kv-dtype", opt.kv_dtype, "KV cache format: " + kv_format_names_joined())
+        ->capture_default_str();
+    app->add_option("--max-context", opt.max_context, "tokens per sequence (default: the model's max_position_embeddings)");
+    app->add_option("--kv-capacity", opt.kv_capacity, "tokens in the KV pool (default: automatic)");
+    app->add_option("--memory-budget", memory_budget, "plan as if the device had this much memory (e.g. 24GiB)");
+  }
+}
+
+EngineOptions EngineFlags::options() const {
+  EngineOptions o = opt;
+  find_kv_format(o.kv_dtype);  // unknown names list the valid ones
+  if (o.threads < 0) fail("--threads must be >= 0, got {}", o.threads);
+  if (o.kv_capacity < 0) fail("--kv-capacity must be >= 0, got {}", o.kv_capacity);
+  if (!memory_budget.empty()) o.memory_budget = int64_t(parse_bytes(memory_budget, "--memory-budget"));
+  return o;
+}
+
+}  // namespace ninfer::app
+
+int main(int argc, char** argv) {
+  using namespace ninfer::app;
+  CLI::App app{"ninfer: LLM inference with a paged, compressed (E8-lattice) KV cache"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every subcommand");
+  for (Command& c : commands()) {
+    CLI::App* sub = app.add_subcommand(c.name, c.help);
+    c.setup(sub);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const ninfer::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return exit_code();
+}

@@ -1,0 +1,56 @@
+// Capacity planning: how many KV tokens (whole pages) to allocate, and the startup line
+// that says so. The same arithmetic serves the engine at startup and `ninfer kv-plan`
+// (which plans without loading weights).
+//
+// memory available for KV = memory - weights - workspace - headroom, where memory is the
+// device's total (or --memory-budget), headroom = max(256 MiB, 4% of memory) for the CUDA
+// context, allocator slack and fragmentation.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kv/format.h"
+
+namespace ninfer {
+
+struct ModelConfig;
+
+// Bytes of KV per token over all layers and KV heads, codes and scales.
+size_t kv_bytes_per_token(const ModelConfig& c, const KvFormat& f);
+
+struct CapacityInputs {
+  size_t memory = 0;           // device memory to plan with (total or --memory-budget)
+  size_t weights = 0;          // bytes of weights on the device
+  size_t workspace = 0;        // activations, logits, scratch
+  size_t page_bytes = 0;       // one page over all layers, K and V
+  int64_t max_context = 0;     // tokens one sequence may hold
+  int64_t kv_capacity = 0;     // explicit token capacity, 0: automatic
+  int64_t auto_cap_tokens = 0; // automatic capacity limited to this many tokens (0: none)
+};
+
+struct CapacityPlan {
+  int64_t tokens = 0;        // pages * kPageSize
+  int64_t pages = 0;
+  int64_t pages_fit = 0;     // pages that would fit in the available memory
+  size_t kv_bytes = 0;
+  size_t runtime_bytes = 0;  // weights + workspace + kv
+  size_t free_bytes = 0;     // memory - runtime (headroom included)
+  size_t headroom = 0;
+  bool automatic = false;
+};
+
+size_t capacity_headroom(size_t memory);
+// Throws Error when the explicit capacity cannot hold one max_context sequence or does not
+// fit, or when not even one max_context sequence fits automatically.
+CapacityPlan plan_capacity(const CapacityInputs& in);
+// "capacity | KV 181,568 tokens, rk2v4-e8, auto | pages 2,837/4,096 | runtime 7.31 GiB | free 2.30 GiB"
+// (pages allocated / pages that fit in the memory available).
+std::string capacity_line(const CapacityPlan& p, const KvFormat& f);
+
+std::string with_commas(int64_t v);
+std::string format_bytes(size_t bytes);  // "7.31 GiB", "512.0 MiB"
+// Parses "24GiB", "24G", "512MiB", "1.5GB", "1000000" (bytes); Error naming `what` if bad.
+size_t parse_bytes(const std::string& s, const std::string& what);
+
+}  // namespace ninfer

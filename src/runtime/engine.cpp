@@ -1,0 +1,226 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+#include "kv/capacity.h"
+#include "runtime/backend_factory.h"
+
+namespace ninfer {
+
+using Clock = std::chrono::steady_clock;
+
+std::unique_ptr<Engine> Engine::create(const std::filesystem::path& dir, const EngineOptions& opt) {
+  std::unique_ptr<Engine> e(new Engine());
+  e->opt_ = opt;
+  e->format_ = &find_kv_format(opt.kv_dtype);
+  e->model_ = load_model(dir);
+  const ModelConfig& c = e->model_->config;
+  e->format_->check_head_dim(c.head_dim);
+  e->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(dir));
+  e->gen_config_ = load_generation_config(dir);
+  if (opt.max_context < 0) fail("--max-context must be positive, got {}", opt.max_context);
+  e->max_context_ = opt.max_context > 0 ? opt.max_context : c.max_position;
+  if (e->max_context_ > c.max_position && !opt.quiet) {
+    std::fprintf(stderr, "warning: --max-context %lld exceeds the model's max_position_embeddings %d\n",
+                 (long long)e->max_context_, c.max_position);
+  }
+  e->backend_ = make_backend(*e->model_, opt.device, opt.threads, opt.quiet);
+
+  CapacityInputs in;
+  MemoryInfo mem = e->backend_->memory();
+  // NOTE: the backend has already loaded its weights, so without a budget we plan with the
+  // memory free now plus the weights (i.e. as if planning before loading).
+  in.memory = opt.memory_budget > 0 ? size_t(opt.memory_budget) : mem.free + mem.weights;
+  in.weights = mem.weights;
+  in.workspace = 0;
+  in.page_bytes = e->backend_->page_bytes(*e->format_);
+  in.max_context = e->max_context_;
+  in.kv_capacity = opt.kv_capacity;
+  if (e->backend_->name() == "cpu") {
+    // On the CPU the pool is ordinary RAM: automatic capacity is what the expected sequences
+    // need, not all free memory.
+    in.auto_cap_tokens = e->max_context_ * std::max(1, opt.max_sequences);
+  }
+  CapacityPlan plan = plan_capacity(in);
+  e->pages_ = std::make_unique<PageTable>(int(plan.pages), opt.page_shuffle_seed);
+  e->backend_->init_kv(*e->format_, int(plan.pages));
+  e->capacity_line_ = capacity_line(plan, *e->format_);
+  if (!opt.quiet) std::fprintf(stderr, "%s\n", e->capacity_line_.c_str());
+  return e;
+}
+
+int32_t Engine::new_sequence() {
+  int32_t id = pages_->create_sequence();
+  seqs_[id] = SeqState{};
+  return id;
+}
+
+void Engine::free_sequence(int32_t seq) {
+  pages_->release(seq);
+  seqs_.erase(seq);
+}
+
+int64_t Engine::sequence_length(int32_t seq) const { return int64_t(sequence_tokens(seq).size()); }
+
+const std::vector<int32_t>& Engine::sequence_tokens(int32_t seq) const {
+  auto it = seqs_.find(seq);
+  NINFER_CHECK(it != seqs_.end(), "unknown sequence {}", seq);
+  return it->second.tokens;
+}
+
+void Engine::step(std::span<const StepItem> items, std::vector<float>& logits) {
+  // Check everything before reserving anything, so a failure changes nothing.
+  int64_t pages_needed = 0;
+  for (const StepItem& it : items) {
+    const int64_t n = sequence_length(it.seq) + int64_t(it.tokens.size());
+    if (n > max_context_)
+      fail("sequence of {} tokens exceeds --max-context {}", n, max_context_);
+    pages_needed += std::max<int64_t>(0, pages_for_tokens(n) - int64_t(pages_->block_table(it.seq).size()));
+  }
+  if (pages_needed > pages_->n_free())
+    throw KvFullError(fmt::format("KV cache full: {} more pages needed, {} free of {}", pages_needed,
+                                  pages_->n_free(), pages_->n_pages()));
+  std::vector<SeqChunk> chunks;
+  chunks.reserve(items.size());
+  for (const StepItem& it : items) {
+    const int64_t start = sequence_length(it.seq);
+    NINFER_CHECK(pages_->reserve(it.seq, start + int64_t(it.tokens.size())), "reserve failed");
+    const std::vector<int32_t>& bt = pages_->block_table(it.seq);
+    chunks.push_back(SeqChunk{it.tokens.data(), int(it.tokens.size()), int(start), bt.data(), int(bt.size()),
+                              it.all_logits});
+  }
+  backend_->forward(chunks, logits);
+  for (const StepItem& it : items) {
+    auto& toks = seqs_[it.seq].tokens;
+    toks.insert(toks.end(), it.tokens.begin(), it.tokens.end());
+  }
+}
+
+void Engine::prefill(int32_t seq, std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits) {
+  NINFER_CHECK(!tokens.empty(), "empty prefill");
+  const size_t chunk = size_t(std::max(1, opt_.prefill_chunk));
+  const size_t vocab = size_t(config().vocab);
+  std::vector<float> part;
+  if (all_logits) logits.clear();
+  for (size_t i = 0; i < tokens.size(); i += chunk) {
+    const size_t n = std::min(chunk, tokens.size() - i);
+    StepItem item{seq, tokens.subspan(i, n), all_logits};
+    step({&item, 1}, part);
+    if (all_logits) {
+      logits.insert(logits.end(), part.begin(), part.end());
+    } else if (i + n == tokens.size()) {
+      logits.assign(part.end() - long(vocab), part.end());
+    }
+  }
+}
+
+std::vector<int32_t> Engine::encode_chat(const std::vector<ChatMessage>& messages) const {
+  const std::string& tmpl = tokenizer_->chat_template();
+  if (tmpl.empty()) fail("{}: the model has no chat_template in tokenizer_config.json", model_->dir.string());
+  std::string text = render_chat_template(tmpl, messages, true, tokenizer_->bos_token(), tokenizer_->eos_token());
+  // NOTE: templates write BOS themselves when the model wants it, so no special tokens are
+  // added on top (as transformers' apply_chat_template(tokenize=True) does).
+  return tokenizer_->encode(text, false);
+}
+
+namespace {
+
+// Length of the longest suffix of `text` that is a proper prefix of some stop string: that
+// much text must be held back until the next token decides it.
+size_t held_back(std::string_view text, const std::vector<std::string>& stops) {
+  size_t hold = 0;
+  for (const std::string& s : stops) {
+    for (size_t n = std::min(s.size() - 1, text.size()); n > hold; --n) {
+      if (text.substr(text.size() - n) == std::string_view(s).substr(0, n)) {
+        hold = n;
+        break;
+      }
+    }
+  }
+  return hold;
+}
+
+}  // namespace
+
+GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateOptions& opt,
+                                 const std::function<bool(std::string_view)>& on_text) {
+  opt.sampling.validate();
+  if (prompt.empty()) fail("the prompt is empty (no tokens to condition on)");
+  if (opt.max_new_tokens < 0) fail("max new tokens must be >= 0, got {}", opt.max_new_tokens);
+  if (int64_t(prompt.size()) >= max_context_)
+    fail("the prompt has {} tokens but --max-context is {}", prompt.size(), max_context_);
+  for (const std::string& s : opt.stop_strings)
+    if (s.empty()) fail("stop strings must not be empty");
+  std::vector<int32_t> stops = opt.stop_ids;
+  if (!opt.ignore_eos) stops.insert(stops.end(), gen_config_.eos_ids.begin(), gen_config_.eos_ids.end());
+
+  GenerateResult r;
+  r.prompt_tokens = int(prompt.size());
+  r.finish_reason = "length";
+  const int32_t seq = new_sequence();
+  struct Guard {
+    Engine* e;
+    int32_t s;
+    ~Guard() { e->free_sequence(s); }
+  } guard{this, seq};
+
+  std::vector<float> logits;
+  auto t0 = Clock::now();
+  prefill(seq, prompt, logits);
+  auto t1 = Clock::now();
+  r.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
+
+  Sampler sampler(opt.sampling);
+  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  Tokenizer::StreamDecoder dec(*tokenizer_);
+  std::string pending;  // decoded text not yet emitted
+  bool cancelled = false;
+  const int64_t budget = std::min<int64_t>(opt.max_new_tokens, max_context_ - int64_t(prompt.size()));
+  for (int64_t i = 0; i < budget && !cancelled; ++i) {
+    int32_t tok = sampler.sample(logits, history);
+    if (std::find(stops.begin(), stops.end(), tok) != stops.end()) {
+      r.finish_reason = "stop";
+      break;
+    }
+    r.tokens.push_back(tok);
+    history.push_back(tok);
+    pending += dec.push(tok);
+    bool hit = false;
+    if (!opt.stop_strings.empty()) {
+      size_t cut = std::string::npos;
+      for (const std::string& s : opt.stop_strings) cut = std::min(cut, pending.find(s));
+      if (cut != std::string::npos) {
+        pending.resize(cut);
+        hit = true;
+      }
+    }
+    const size_t hold = hit ? 0 : held_back(pending, opt.stop_strings);
+    if (pending.size() > hold) {
+      std::string_view out(pending.data(), pending.size() - hold);
+      r.text += out;
+      if (on_text && !on_text(out)) cancelled = true;
+      pending.erase(0, out.size());
+    }
+    if (hit) {
+      r.finish_reason = "stop";
+      break;
+    }
+    if (i + 1 < budget) {
+      StepItem item{seq, {&tok, 1}, false};
+      step({&item, 1}, logits);
+    }
+  }
+  if (r.finish_reason == "length" && !cancelled) {
+    pending += dec.flush();
+    if (!pending.empty()) {
+      r.text += pending;
+      if (on_text) on_text(pending);
+    }
+  }
+  r.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  return r;
+}
+
+}  // namespace ninfer

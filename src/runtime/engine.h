@@ -1,0 +1,118 @@
+// The engine: a loaded model, its tokenizer, a backend with a paged KV cache of one format,
+// and the page table. Sequences are created, extended (prefill in chunks, decode) and freed;
+// generate() runs one request end to end with streaming, stop tokens and stop strings.
+// The server's scheduler drives step() directly to batch many sequences.
+#pragma once
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.h"
+#include "kv/page_table.h"
+#include "model/model.h"
+#include "runtime/sampler.h"
+#include "text/generation_config.h"
+#include "text/tokenizer.h"
+
+namespace ninfer {
+
+struct EngineOptions {
+  std::string device = "auto";  // cpu | cuda | auto
+  int threads = 0;              // CPU threads, 0: all
+  std::string kv_dtype = "bf16";
+  int64_t max_context = 0;      // tokens per sequence; 0: the model's max_position_embeddings
+  int64_t kv_capacity = 0;      // tokens in the KV pool; 0: automatic
+  int64_t memory_budget = 0;    // bytes to plan with instead of the device's memory; 0: device
+  int max_sequences = 1;        // sequences expected at once (automatic capacity on the CPU)
+  int prefill_chunk = 512;      // prompt tokens per forward call
+  uint64_t page_shuffle_seed = 0;  // tests: hand out physical pages in shuffled order
+  bool quiet = false;           // no startup lines on stderr
+};
+
+class KvFullError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct GenerateOptions {
+  int max_new_tokens = 256;
+  SamplingParams sampling;
+  std::vector<int32_t> stop_ids;       // in addition to the model's generation_config stops
+  std::vector<std::string> stop_strings;
+  bool ignore_eos = false;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // generated ids (stop token excluded)
+  std::string text;             // generated text (stop string excluded)
+  std::string finish_reason;    // "stop" or "length"
+  int prompt_tokens = 0;
+  double prefill_seconds = 0, decode_seconds = 0;
+};
+
+// One unit of work for step(): new tokens for a sequence.
+struct StepItem {
+  int32_t seq = -1;
+  std::span<const int32_t> tokens;
+  bool all_logits = false;
+};
+
+class Engine {
+ public:
+  static std::unique_ptr<Engine> create(const std::filesystem::path& model_dir, const EngineOptions& opt);
+
+  const Model& model() const { return *model_; }
+  const ModelConfig& config() const { return model_->config; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const GenerationConfig& generation_config() const { return gen_config_; }
+  Backend& backend() { return *backend_; }
+  const PageTable& pages() const { return *pages_; }
+  const KvFormat& kv_format() const { return *format_; }
+  int64_t max_context() const { return max_context_; }
+  int64_t kv_capacity_tokens() const { return int64_t(pages_->n_pages()) * kPageSize; }
+  const std::string& capacity_line() const { return capacity_line_; }
+
+  int32_t new_sequence();
+  void free_sequence(int32_t seq);
+  int64_t sequence_length(int32_t seq) const;
+  const std::vector<int32_t>& sequence_tokens(int32_t seq) const;
+
+  // Appends tokens to sequences in one forward call; logits rows as Backend::forward.
+  // Throws KvFullError (changing nothing) when the pool lacks pages, and Error when a
+  // sequence would exceed max_context.
+  void step(std::span<const StepItem> items, std::vector<float>& logits);
+  // Feeds a prompt in chunks of prefill_chunk; returns the last token's logits (or all rows
+  // when all_logits).
+  void prefill(int32_t seq, std::span<const int32_t> tokens, std::vector<float>& logits,
+               bool all_logits = false);
+
+  GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& opt,
+                          const std::function<bool(std::string_view)>& on_text = nullptr);
+
+  // Renders a chat through the model's template (with the generation prompt) and encodes it.
+  std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages) const;
+
+ private:
+  Engine() = default;
+  struct SeqState {
+    std::vector<int32_t> tokens;  // cached tokens
+  };
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  GenerationConfig gen_config_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<PageTable> pages_;
+  const KvFormat* format_ = nullptr;
+  EngineOptions opt_;
+  int64_t max_context_ = 0;
+  std::string capacity_line_;
+  std::unordered_map<int32_t, SeqState> seqs_;
+};
+
+}  // namespace ninfer
