@@ -1,0 +1,123 @@
+// Capacity planning against hand-computed numbers for real model shapes (Llama-3-8B,
+// Qwen3-32B configs in tests/data/configs). Hand arithmetic, written out:
+//   Llama-3-8B params = 32 * (4096*4096*2 + 2*4096*1024 + 3*4096*14336 + 2*4096)
+//                       + 2 * 128256*4096 + 4096 = 8,030,261,248 -> bf16 weights 16,060,522,496 B
+//   workspace = 256 MiB + 512 * (3*4096 + 4096 + 2*1024 + 2*14336 + 128256) * 4 = 627,572,736 B
+//   24 GiB: headroom = 25,769,803,776 / 25 = 1,030,792,151 B;
+//           available = 25,769,803,776 - 16,060,522,496 - 627,572,736 - 1,030,792,151
+//                     = 8,050,916,393 B
+//   bf16 KV per token = 32 layers * 8 heads * 128 * 2 (K,V) * 2 B = 131,072 B; page = 8 MiB
+//           -> 959 pages = 61,376 tokens
+//   int8 (264 B/head-token at D=128): 67,584 B/token -> 1,861 pages = 119,104 tokens
+//   rk2v4-e8 (104 B/head-token): 26,624 B/token -> 4,724 pages = 302,336 tokens
+//   Qwen3-32B params = 32,762,123,264 (64 layers, q/k norms); at 80 GiB:
+//   bf16 965 pages = 61,760 tokens; int8 1,872 pages; rk2v4-e8 4,754 pages; at 24 GiB nothing fits.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "kv/capacity.h"
+#include "kv/page_table.h"
+#include "model/config.h"
+#include "test_paths.h"
+
+namespace ninfer {
+namespace {
+
+ModelConfig cfg(const std::string& name) {
+  std::filesystem::path p = test::test_data_dir() / "configs" / (name + ".json");
+  return parse_model_config(read_file(p), p.string());
+}
+
+int64_t pages_at(const ModelConfig& c, const char* fmt, size_t memory) {
+  CapacityInputs in;
+  in.memory = memory;
+  in.weights = device_weight_bytes(c);
+  in.workspace = workspace_estimate(c, 512);
+  in.page_bytes = kv_bytes_per_token(c, find_kv_format(fmt)) * kPageSize;
+  in.max_context = 4096;
+  return plan_capacity(in).pages;
+}
+
+constexpr size_t GiB = size_t(1) << 30;
+
+TEST(Capacity, Llama3_8B) {
+  ModelConfig c = cfg("llama3-8b");
+  EXPECT_EQ(c.n_params(), 8030261248);
+  EXPECT_EQ(device_weight_bytes(c), 16060522496u);
+  EXPECT_EQ(workspace_estimate(c, 512), 627572736u);
+  EXPECT_EQ(capacity_headroom(24 * GiB), 1030792151u);
+  EXPECT_EQ(kv_bytes_per_token(c, find_kv_format("bf16")), 131072u);
+  EXPECT_EQ(pages_at(c, "bf16", 24 * GiB), 959);
+  EXPECT_EQ(pages_at(c, "int8", 24 * GiB), 1861);
+  EXPECT_EQ(pages_at(c, "rk2v4-e8", 24 * GiB), 4724);
+  EXPECT_EQ(pages_at(c, "bf16", 80 * GiB), 7841);
+}
+
+TEST(Capacity, Qwen3_32B) {
+  ModelConfig c = cfg("qwen3-32b");
+  EXPECT_EQ(c.n_params(), 32762123264);
+  EXPECT_EQ(pages_at(c, "bf16", 80 * GiB), 965);
+  EXPECT_EQ(pages_at(c, "int8", 80 * GiB), 1872);
+  EXPECT_EQ(pages_at(c, "rk2v4-e8", 80 * GiB), 4754);
+  EXPECT_THROW(pages_at(c, "bf16", 24 * GiB), Error);  // weights alone exceed 24 GiB
+}
+
+TEST(Capacity, ExplicitCapacityRoundsUpAndIsChecked) {
+  CapacityInputs in;
+  in.memory = 8 * GiB;
+  in.page_bytes = 1 << 20;
+  in.max_context = 1000;
+  in.kv_capacity = 1000;  // 16 pages (15.6 rounded up)
+  CapacityPlan p = plan_capacity(in);
+  EXPECT_EQ(p.pages, 16);
+  EXPECT_EQ(p.tokens, 1024);
+  EXPECT_FALSE(p.automatic);
+  in.kv_capacity = 500;  // cannot hold one 1000-token sequence
+  EXPECT_THROW(plan_capacity(in), Error);
+  in.kv_capacity = 64 * 8000;  // 8000 pages of 1 MiB > 8 GiB - headroom
+  EXPECT_THROW(plan_capacity(in), Error);
+}
+
+TEST(Capacity, LineAndParsing) {
+  CapacityPlan p;
+  p.tokens = 181568;
+  p.pages = 2837;
+  p.pages_fit = 4096;
+  p.runtime_bytes = size_t(7.31 * double(GiB));
+  p.free_bytes = size_t(2.30 * double(GiB));
+  p.automatic = true;
+  EXPECT_EQ(capacity_line(p, find_kv_format("bf16")),
+            "capacity | KV 181,568 tokens, bf16, auto | pages 2,837/4,096 | runtime 7.31 GiB | free 2.30 GiB");
+  EXPECT_EQ(parse_bytes("24GiB", "--memory"), 24 * GiB);
+  EXPECT_EQ(parse_bytes("1.5G", "--memory"), size_t(1.5 * double(GiB)));
+  EXPECT_EQ(parse_bytes("80GB", "--memory"), size_t(80e9));
+  EXPECT_EQ(parse_bytes("123", "--memory"), 123u);
+  EXPECT_THROW(parse_bytes("lots", "--memory"), Error);
+  EXPECT_THROW(parse_bytes("12XB", "--memory"), Error);
+}
+
+TEST(PageTableTest, AllocateFreeReuseNoLeak) {
+  PageTable pt(10);
+  int32_t a = pt.create_sequence(), b = pt.create_sequence();
+  EXPECT_TRUE(pt.reserve(a, 64));   // exactly one page
+  EXPECT_EQ(pt.block_table(a).size(), 1u);
+  EXPECT_TRUE(pt.reserve(a, 65));   // one past a page
+  EXPECT_EQ(pt.block_table(a).size(), 2u);
+  EXPECT_TRUE(pt.reserve(b, 63));
+  EXPECT_EQ(pt.n_used(), 3);
+  EXPECT_FALSE(pt.reserve(b, 64 * 9));  // needs 8 more, only 7 free: nothing allocated
+  EXPECT_EQ(pt.n_used(), 3);
+  pt.release(a);
+  EXPECT_EQ(pt.n_used(), 1);
+  for (int round = 0; round < 100; ++round) {
+    int32_t s = pt.create_sequence();
+    ASSERT_TRUE(pt.reserve(s, 64 * 9));
+    pt.release(s);
+  }
+  EXPECT_EQ(pt.n_used(), 1);
+  pt.release(b);
+  EXPECT_EQ(pt.n_free(), 10);
+}
+
+}  // namespace
+}  // namespace ninfer
