@@ -14,11 +14,13 @@ void KvFormat::check_head_dim(int head_dim) const {
 }
 
 std::span<const KvFormat* const> kv_formats() {
-  // NOTE: table order is the order of help texts and benchmark tables: exact formats first,
-  // then by decreasing bytes per head-token.
+  // NOTE: table order is the order of help texts and benchmark tables: the exact reference
+  // first, then the rows of the KV_FORMATS.md table in its order, then comparison-only codes.
   static const KvFormat* const table[] = {
-      &codecs::kF32Format,
-      &codecs::kBf16Format,
+      &codecs::kF32Format,    &codecs::kBf16Format,     &codecs::kInt8Format,
+      &codecs::kFp8Format,    &codecs::kNvfp4Format,    &codecs::kK8v4Format,
+      &codecs::kInt4Format,   &codecs::kRk4v4E8Format,  &codecs::kRk2v4E8Format,
+      &codecs::kE8RootRefFormat,
   };
   return table;
 }

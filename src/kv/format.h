@@ -15,12 +15,32 @@
 #include <string_view>
 #include <vector>
 
+#include "core/dtype.h"
+
 namespace ninfer {
 
 enum class KvRotation : uint8_t {
   None,
   HadamardHead,  // H_D over the whole head (K of the compressed formats)
   Hadamard64,    // H_64 applied to each 64-dim group (V of int4 / rk*-e8)
+};
+
+// One plane of a side's row: a run of `count(head_dim)` elements of `dtype`. A side's row
+// bytes are its planes concatenated in order (no padding); kernels address a plane by its
+// offset. Element counts: `per_group` elements for every `group` values of the row (group 0:
+// none) plus `per_row` elements per row. `dtype` is the storage type; `name` says the
+// encoding (e.g. "e4m3 codes" are stored as U8).
+struct KvPlane {
+  std::string_view name;
+  DType dtype = DType::U8;
+  int group = 0;
+  int per_group = 0;
+  int per_row = 0;
+
+  constexpr size_t count(int head_dim) const {
+    return (group > 0 ? size_t(head_dim / group) * size_t(per_group) : 0) + size_t(per_row);
+  }
+  size_t bytes(int head_dim) const { return count(head_dim) * dtype_size(dtype); }
 };
 
 struct KvSideCodec {
@@ -30,6 +50,8 @@ struct KvSideCodec {
   void (*encode)(const float* x, int head_dim, uint8_t* out) = nullptr;
   // in: [bytes(head_dim)]; out: [head_dim] reconstruction in the stored (rotated) basis
   void (*decode)(const uint8_t* in, int head_dim, float* out) = nullptr;
+  // The row layout: planes in byte order; their bytes sum to bytes(head_dim).
+  std::span<const KvPlane> planes{};
 };
 
 struct KvFormat {

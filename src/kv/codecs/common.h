@@ -1,0 +1,90 @@
+// Shared pieces of the reference KV codecs: input sanitizing and rotation, fp16 scales, group
+// reductions in a fixed order, little-endian byte access. Every codec file includes this
+// first, so the rules below hold for all of them:
+//
+// - NaN/Inf rule (encoders never throw): before rotation every NaN input becomes 0 and every
+//   value is clamped to [-kKvInputClamp, +kKvInputClamp] (so +-Inf become +-2^24). Values
+//   beyond what a format's scale can reach saturate to its largest code.
+// - Scales are computed in fp32, clamped to the largest finite fp16 (65504), rounded to fp16
+//   (round-half-even) and the *rounded* value is what the encoder divides by. A scale that
+//   rounds to 0 (an all-zero or subnormal-tiny group) stores 0 and all-zero codes.
+// - Quantizing divides (x / s, correctly rounded) and rounds half to even (rintf); there is no
+//   FMA contraction anywhere in the codecs (pragma below), so a GPU encoder that uses
+//   __fdiv_rn / __fadd_rn / __fmul_rn and the same operation order reproduces every byte.
+// - Sums over a 64-group use a fixed pairwise tree (tree_sum64) that a warp can replicate.
+#pragma once
+
+// NOTE: GCC contracts a*b+c into FMA at -march=x86-64-v3 even in ISO mode; codes must not
+// depend on the compiler's choice, so contraction is off in every file including this header.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "kv/format.h"
+
+namespace ninfer::codecs {
+
+// 2^24: large enough for any real K/V value, small enough that H_D sums (<= D * 2^24) stay
+// finite in fp32.
+inline constexpr float kKvInputClamp = 16777216.0f;
+inline constexpr int kMaxHeadDim = 1024;             // stack buffers in the encoders
+inline constexpr float kF16Max = 65504.0f;
+
+// out[i] = clamp(x[i] with NaN -> 0), then rotated by r. x, out: [d]; d <= kMaxHeadDim.
+void prepare_row(const float* x, int d, KvRotation r, float* out);
+
+// Rounds a non-negative fp32 scale to fp16 (clamped to 65504); returns the rounded value and
+// its bits.
+inline float fp16_scale(float raw, uint16_t* bits) {
+  if (!(raw < kF16Max)) raw = kF16Max;  // also catches NaN (cannot happen after prepare_row)
+  *bits = f32_to_f16(raw);
+  return f16_to_f32(*bits);
+}
+
+inline void store_u16(uint8_t* p, uint16_t v) {
+  p[0] = uint8_t(v);
+  p[1] = uint8_t(v >> 8);
+}
+inline uint16_t load_u16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
+inline void store_u32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+inline uint32_t load_u32(const uint8_t* p) {
+  return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
+}
+
+// max |x[i]|, i < n (exact in any order).
+inline float amax(const float* x, int n) {
+  float m = 0.0f;
+  for (int i = 0; i < n; ++i) m = std::fmax(m, std::fabs(x[i]));
+  return m;
+}
+
+// Sum of x[i]^2 over a 64-group in a fixed pairwise tree: t[i] = x[i]^2, then for
+// h = 32, 16, ..., 1: t[i] += t[i + h] for i < h. x: [64]
+inline float tree_sumsq64(const float* x) {
+  float t[64];
+  for (int i = 0; i < 64; ++i) t[i] = x[i] * x[i];
+  for (int h = 32; h >= 1; h >>= 1)
+    for (int i = 0; i < h; ++i) t[i] = t[i] + t[i + h];
+  return t[0];
+}
+
+// Round half to even in the current (default, nearest) rounding mode.
+inline float rne(float v) { return std::nearbyint(v); }
+
+template <size_t N>
+inline size_t planes_bytes(const KvPlane (&planes)[N], int head_dim) {
+  size_t b = 0;
+  for (const KvPlane& p : planes) b += p.count(head_dim) * dtype_size(p.dtype);
+  return b;
+}
+
+}  // namespace ninfer::codecs

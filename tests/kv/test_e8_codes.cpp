@@ -1,0 +1,166 @@
+// The E8 codes of rk4v4-e8 (32 bits / 8 dims) and rk2v4-e8 (16 bits / 8 dims): every code
+// decodes to a lattice point, encode(decode(c)) == c, and the fast encoders return the nearest
+// codeword (against brute force). Also the seed's E8-root table.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "kv/codecs/e8_root_ref.h"
+#include "kv/codecs/rk2v4_e8.h"
+#include "kv/codecs/rk4v4_e8.h"
+#include "kv/e8.h"
+
+namespace ninfer {
+namespace {
+
+using namespace ninfer::codecs;
+
+TEST(E8Lattice32, DecodesToTruncatedE8AndRoundTrips) {
+  const uint64_t seed = 32;
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  for (int t = 0; t < 1000000; ++t) {
+    const uint32_t c = uint32_t(rng());
+    float y[8];
+    e8l32::decode_block(c, y);
+    int y2[8];
+    for (int i = 0; i < 8; ++i) {
+      y2[i] = int(y[i] * 2);
+      ASSERT_GE(y[i], -8.0f);
+      ASSERT_LE(y[i], 7.5f);
+    }
+    ASSERT_TRUE(e8::is_e8_doubled(y2)) << std::hex << c;
+    ASSERT_EQ(e8l32::encode_block(y), c) << std::hex << c;
+  }
+}
+
+TEST(E8Lattice32, EncoderIsNearestCodeword) {
+  // The codebook is (D8 n [-8,7]^8) + c/2; its nearest point per coset is checked in
+  // test_e8_lattice (box search). Here: the encoder's choice is no farther than the unbounded
+  // E8 nearest point whenever that point lies in the codebook, and never leaves the codebook.
+  const uint64_t seed = 33;
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> ud(-9.0f, 9.0f);
+  for (int t = 0; t < 200000; ++t) {
+    float u[8], y[8], ye[8];
+    for (float& v : u) v = ud(rng);
+    e8l32::decode_block(e8l32::encode_block(u), y);
+    e8::nearest_e8(u, ye);
+    bool in_book = true;
+    const bool half = ye[0] != std::floor(ye[0]);
+    for (int i = 0; i < 8; ++i) {
+      const float z = half ? ye[i] - 0.5f : ye[i];
+      in_book = in_book && z >= -8 && z <= 7;
+    }
+    double d = 0, de = 0;
+    for (int i = 0; i < 8; ++i) {
+      d += (double(u[i]) - y[i]) * (double(u[i]) - y[i]);
+      de += (double(u[i]) - ye[i]) * (double(u[i]) - ye[i]);
+    }
+    if (in_book) ASSERT_NEAR(d, de, 1e-9) << "t=" << t;
+    ASSERT_GE(d + 1e-9, de);
+  }
+}
+
+TEST(E8P16, TablesDescribeTheCodebook) {
+  std::set<uint32_t> seen;
+  for (int p = 0; p < e8p16::kPatterns; ++p) {
+    const uint32_t a = e8p16::abs_pattern(p);
+    int n2 = 0;  // 4 |a|^2
+    for (int i = 0; i < 8; ++i) {
+      const int v = (a >> (4 * i)) & 0xF;
+      ASSERT_TRUE(v == 1 || v == 3 || v == 5);
+      n2 += v * v;
+    }
+    EXPECT_TRUE(n2 <= 40 || n2 == 56) << p;  // |a|^2 <= 10, or the (5/2,5/2,1/2^6) orbit
+    EXPECT_TRUE(seen.insert(a).second) << "duplicate pattern " << p;
+  }
+  EXPECT_EQ(seen.size(), 255u);
+}
+
+TEST(E8P16, EveryCanonicalCodeDecodesToShiftedE8AndRoundTrips) {
+  std::set<std::vector<int>> points;
+  for (uint32_t c = 0; c < 65536; ++c) {
+    if (!e8p16::is_canonical(uint16_t(c))) continue;
+    int q[8];
+    e8p16::decode_block_q4(uint16_t(c), q);
+    // 4y -/+ 1 = 4 * (y - t/4) must be 2 * (a point of D8 + 1/2): doubled E8 half coset.
+    const int t = (c >> 15) ? -1 : 1;
+    int y2[8];
+    for (int i = 0; i < 8; ++i) {
+      ASSERT_EQ((q[i] - t) % 2, 0);
+      y2[i] = (q[i] - t) / 2;
+    }
+    ASSERT_TRUE(e8::is_e8_doubled(y2)) << c;
+    float y[8];
+    e8p16::decode_block(uint16_t(c), y);
+    ASSERT_EQ(e8p16::encode_block(y), c) << "code " << c;
+    points.insert(std::vector<int>(q, q + 8));
+  }
+  EXPECT_EQ(points.size(), 65280u);  // all distinct
+}
+
+double dist_to_code(const float* u, uint16_t c) {
+  int q[8];
+  e8p16::decode_block_q4(c, q);
+  double d = 0;
+  for (int i = 0; i < 8; ++i) d += (double(u[i]) - 0.25 * q[i]) * (double(u[i]) - 0.25 * q[i]);
+  return d;
+}
+
+TEST(E8P16, FastEncoderEqualsBruteForce) {
+  const uint64_t seed = 16;
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd;
+  std::uniform_int_distribution<int> qd(-12, 12);
+  int code_diff = 0;
+  for (int t = 0; t < 3000; ++t) {
+    float u[8];
+    const int kind = t % 3;
+    for (int i = 0; i < 8; ++i) {
+      if (kind == 0) u[i] = nd(rng) * 1.05f;                 // rows at the rms scale
+      else if (kind == 1) u[i] = nd(rng) * 3.0f;             // overloaded blocks
+      else u[i] = qd(rng) * 0.125f + (nd(rng) > 2 ? 1e-3f : 0.0f);  // near ties
+    }
+    const uint16_t f = e8p16::encode_block(u), b = e8p16::encode_block_brute(u);
+    ASSERT_TRUE(e8p16::is_canonical(f));
+    const double df = dist_to_code(u, f), db = dist_to_code(u, b);
+    ASSERT_LE(df, db + 1e-5 * (1 + db)) << "t=" << t;
+    code_diff += f != b;
+  }
+  // Codes may differ only between equal-distance codewords (the near-tie inputs).
+  std::printf("different codes at equal distance: %d of 3000\n", code_diff);
+}
+
+TEST(E8RootRef, RootTableIsTheE8Roots) {
+  std::set<std::vector<int>> roots;
+  for (int r = 0; r < 240; ++r) {
+    int c[8];
+    e8root::root_doubled(r, c);
+    int n2 = 0;
+    for (int v : c) n2 += v * v;
+    EXPECT_EQ(n2, 8) << r;  // |root|^2 = 2
+    EXPECT_TRUE(e8::is_e8_doubled(c)) << r;
+    roots.insert(std::vector<int>(c, c + 8));
+  }
+  EXPECT_EQ(roots.size(), 240u);
+}
+
+TEST(E8RootRef, ZeroAndScaleRules) {
+  float x[8] = {0, 0, 0, 0, 0, 0, 0, 0}, y[8];
+  EXPECT_EQ(e8root::encode_block(x, 1.0f), 0);
+  e8root::decode_block(0, 1.0f, y);
+  for (float v : y) EXPECT_EQ(v, 0.0f);
+  float r[8] = {2, 2, 0, 0, 0, 0, 0, 0};  // a root direction: decodes close to itself
+  e8root::decode_block(e8root::encode_block(r, 1.0f), 1.0f, y);
+  double e = 0;
+  for (int i = 0; i < 8; ++i) e += (r[i] - y[i]) * (r[i] - y[i]);
+  EXPECT_LT(e / 8.0, 0.1);
+}
+
+}  // namespace
+}  // namespace ninfer
