@@ -34,7 +34,7 @@ std::unique_ptr<Engine> Engine::create(const std::filesystem::path& dir, const E
   // memory free now plus the weights (i.e. as if planning before loading).
   in.memory = opt.memory_budget > 0 ? size_t(opt.memory_budget) : mem.free + mem.weights;
   in.weights = mem.weights;
-  in.workspace = 0;
+  in.workspace = e->backend_->name() == "cpu" ? 0 : workspace_estimate(c, opt.prefill_chunk);
   in.page_bytes = e->backend_->page_bytes(*e->format_);
   in.max_context = e->max_context_;
   in.kv_capacity = opt.kv_capacity;
@@ -46,9 +46,17 @@ std::unique_ptr<Engine> Engine::create(const std::filesystem::path& dir, const E
   CapacityPlan plan = plan_capacity(in);
   e->pages_ = std::make_unique<PageTable>(int(plan.pages), opt.page_shuffle_seed);
   e->backend_->init_kv(*e->format_, int(plan.pages));
-  e->capacity_line_ = capacity_line(plan, *e->format_);
+  e->capacity_line_ = ninfer::capacity_line(plan, *e->format_);
   if (!opt.quiet) std::fprintf(stderr, "%s\n", e->capacity_line_.c_str());
   return e;
+}
+
+void Engine::set_kv_format(const KvFormat& fmt) {
+  NINFER_CHECK(seqs_.empty(), "set_kv_format with {} live sequences", seqs_.size());
+  fmt.check_head_dim(config().head_dim);
+  if (&fmt == format_) return;
+  format_ = &fmt;
+  backend_->init_kv(fmt, pages_->n_pages());
 }
 
 int32_t Engine::new_sequence() {
@@ -120,6 +128,17 @@ std::vector<int32_t> Engine::encode_chat(const std::vector<ChatMessage>& message
   const std::string& tmpl = tokenizer_->chat_template();
   if (tmpl.empty()) fail("{}: the model has no chat_template in tokenizer_config.json", model_->dir.string());
   std::string text = render_chat_template(tmpl, messages, true, tokenizer_->bos_token(), tokenizer_->eos_token());
+  // A template written for another model emits special tokens this vocabulary lacks; they
+  // would silently become plain text. Every "<|...|>" marker must be a known token.
+  for (size_t i = text.find("<|"); i != std::string::npos; i = text.find("<|", i + 2)) {
+    size_t j = text.find("|>", i + 2);
+    if (j == std::string::npos) break;
+    std::string_view tok(text.data() + i, j + 2 - i);
+    if (tok.find_first_of(" \n\t<", 2) < tok.size() - 2) continue;
+    if (!tokenizer_->token_id(tok))
+      fail("{}: the chat template's output contains special token '{}', which tokenizer.json does not define",
+           (model_->dir / "tokenizer_config.json").string(), tok);
+  }
   // NOTE: templates write BOS themselves when the model wants it, so no special tokens are
   // added on top (as transformers' apply_chat_template(tokenize=True) does).
   return tokenizer_->encode(text, false);

@@ -17,6 +17,8 @@
 #include "kv/page_table.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
+#include "core/error.h"
+#include "text/chat_template.h"
 #include "text/generation_config.h"
 #include "text/tokenizer.h"
 
@@ -77,6 +79,10 @@ class Engine {
   int64_t max_context() const { return max_context_; }
   int64_t kv_capacity_tokens() const { return int64_t(pages_->n_pages()) * kPageSize; }
   const std::string& capacity_line() const { return capacity_line_; }
+
+  // Replaces the KV format (same page count); only when no sequence is live. Used by
+  // `perplexity --kl-ref` to run the reference format in the same process.
+  void set_kv_format(const KvFormat& fmt);
 
   int32_t new_sequence();
   void free_sequence(int32_t seq);

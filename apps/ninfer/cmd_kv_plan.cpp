@@ -1,0 +1,86 @@
+// `ninfer kv-plan`: how many tokens of KV fit for a model and a memory size, per format,
+// from config.json alone (no weights loaded). Uses the engine's capacity arithmetic
+// (kv/capacity.h) with weights as bf16 on the device.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "apps/ninfer/command.h"
+#include "core/error.h"
+#include "kv/capacity.h"
+#include "kv/page_table.h"
+#include "model/config.h"
+
+namespace ninfer::app {
+namespace {
+
+struct PlanCmd {
+  std::string model_dir, memory, kv_dtype;
+  int64_t max_context = 0;
+  int prefill_chunk = 512;
+  bool json = false;
+};
+
+RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, per format (no weights loaded)",
+                    [](CLI::App* app) {
+  auto c = std::make_shared<PlanCmd>();
+  app->add_option("-m,--model", c->model_dir, "model directory (only config.json is read)")->required();
+  app->add_option("--memory", c->memory, "device memory to plan for, e.g. 24GiB, 80GB")->required();
+  app->add_option("--kv-dtype", c->kv_dtype, "one format (default: every format)");
+  app->add_option("--max-context", c->max_context, "tokens of one sequence (default: max_position_embeddings)");
+  app->add_flag("--json", c->json, "print a JSON array");
+  app->callback([c]() {
+    ModelConfig cfg = load_model_config(c->model_dir);
+    const size_t memory = parse_bytes(c->memory, "--memory");
+    std::vector<const KvFormat*> fmts;
+    if (!c->kv_dtype.empty()) {
+      fmts.push_back(&find_kv_format(c->kv_dtype));
+    } else {
+      for (const KvFormat* f : kv_formats()) fmts.push_back(f);
+    }
+    const size_t weights = device_weight_bytes(cfg);
+    const size_t workspace = workspace_estimate(cfg, c->prefill_chunk);
+    const size_t headroom = capacity_headroom(memory);
+    // The table goes to stdout unless --json, which prints only the JSON array.
+    FILE* out = c->json ? stderr : stdout;
+    std::fprintf(out, "model %s | %s | layers %d, kv heads %d, head_dim %d | weights %s (bf16) | workspace %s | "
+                "headroom %s | memory %s\n",
+                c->model_dir.c_str(), cfg.architecture.c_str(), cfg.n_layers, cfg.n_kv_heads, cfg.head_dim,
+                format_bytes(weights).c_str(), format_bytes(workspace).c_str(), format_bytes(headroom).c_str(),
+                format_bytes(memory).c_str());
+    nlohmann::json arr = nlohmann::json::array();
+    std::fprintf(out, "%-12s %14s %14s %12s %10s\n", "format", "bytes/token", "tokens", "pages", "vs bf16");
+    int64_t bf16_tokens = 0;
+    for (const KvFormat* f : fmts) {
+      nlohmann::json row = {{"format", std::string(f->name)}};
+      if (cfg.head_dim % f->head_dim_multiple != 0) {
+        std::fprintf(out, "%-12s %14s  (head_dim %d is not a multiple of %d)\n", std::string(f->name).c_str(), "-",
+                    cfg.head_dim, f->head_dim_multiple);
+        row["error"] = "head_dim not supported";
+        arr.push_back(row);
+        continue;
+      }
+      const size_t per_token = kv_bytes_per_token(cfg, *f);
+      const size_t used = weights + workspace + headroom;
+      const int64_t pages = memory > used ? int64_t((memory - used) / (per_token * kPageSize)) : 0;
+      const int64_t tokens = pages * kPageSize;
+      if (f->name == "bf16") bf16_tokens = tokens;
+      std::fprintf(out, "%-12s %14s %14s %12s", std::string(f->name).c_str(), with_commas(int64_t(per_token)).c_str(),
+                  with_commas(tokens).c_str(), with_commas(pages).c_str());
+      if (bf16_tokens > 0) std::fprintf(out, " %9.2fx", double(tokens) / double(bf16_tokens));
+      std::fprintf(out, "\n");
+      row["kv_bytes_per_token"] = per_token;
+      row["tokens"] = tokens;
+      row["pages"] = pages;
+      row["weights_bytes"] = weights;
+      row["workspace_bytes"] = workspace;
+      row["headroom_bytes"] = headroom;
+      row["memory_bytes"] = memory;
+      if (c->max_context > 0) row["sequences_at_max_context"] = tokens / c->max_context;
+      arr.push_back(row);
+    }
+    if (c->json) std::printf("%s\n", arr.dump(2).c_str());
+  });
+});
+
+}  // namespace
+}  // namespace ninfer::app

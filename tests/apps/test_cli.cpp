@@ -1,0 +1,134 @@
+// End-to-end tests of the `ninfer` binary: exact outputs against independent oracles
+// (llama2.c's expected text, golden needle answers) and clear errors on bad input.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/config.h"
+#include "test_paths.h"
+
+namespace ninfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string ninfer_cmd(const std::string& args) { return test::ninfer_binary().string() + " " + args; }
+
+TEST(Cli, Stories260kMatchesLlama2cExpectedText) {
+  NINFER_REQUIRE_MODEL("stories260k");
+  fs::path dir = test::model_dir("stories260k");
+  auto golden = nlohmann::json::parse(read_file(dir / "golden.json"));
+  std::string out;
+  int rc = test::run_command(ninfer_cmd("run -m " + dir.string() + " -p \"\" -n 200 --temp 0"), &out);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, golden["llama2c_expected_text"].get<std::string>());
+}
+
+TEST(Cli, Qwen3ChatFindsTheSecretNumber) {
+  NINFER_REQUIRE_MODEL("ref-qwen3-d256");
+  // Our own haystack: three needles among filler sentences; ask for the middle one.
+  std::string hay =
+      "The harvest came late in the valley that autumn, and the river ran low. "
+      "The secret number for Omar is 58213. Merchants crossed the bridge at dawn with carts of grain. "
+      "The council met twice that season to settle the question of the mill. "
+      "The secret number for Rosa is 71946. Rain returned in the first week of winter. "
+      "Children walked to the schoolhouse along the old road. "
+      "The secret number for Lukas is 30587. The lamps in the square were lit each evening.\n\n"
+      "What is the secret number for Rosa?";
+  std::string out;
+  int rc = test::run_command(
+      ninfer_cmd("run -m " + test::model_dir("ref-qwen3-d256").string() + " --chat --temp 0 -n 24 -p " + quote(hay)), &out);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("71946"), std::string::npos) << out;
+  EXPECT_EQ(out.find("58213"), std::string::npos) << out;
+}
+
+struct BadCase {
+  std::string name;
+  std::string args;        // appended after `ninfer`
+  std::string must_contain;  // in stderr
+};
+
+// Copies a model into a temp dir and applies `edit` to it.
+fs::path broken_model(const std::string& model, const std::string& tag,
+                      const std::function<void(const fs::path&)>& edit) {
+  fs::path d = fs::temp_directory_path() / ("ninfer_cli_" + tag + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  for (const auto& e : fs::directory_iterator(test::model_dir(model))) fs::copy(e.path(), d / e.path().filename());
+  edit(d);
+  return d;
+}
+
+void expect_cli_error(const std::string& args, const std::string& must_contain) {
+  std::string out;
+  int rc = test::run_command(ninfer_cmd(args) + " 2>&1 >/dev/null", &out);
+  EXPECT_NE(rc, 0) << args;
+  EXPECT_NE(out.find(must_contain), std::string::npos) << "stderr: " << out;
+  EXPECT_EQ(out.find("internal check failed"), std::string::npos) << out;
+}
+
+TEST(Cli, MalformedInputsGiveClearErrors) {
+  NINFER_REQUIRE_MODEL("ref-qwen3-d256");
+  const std::string m = "ref-qwen3-d256";
+  fs::path trunc = broken_model(m, "trunc", [](const fs::path& d) {
+    fs::path s = d / "model-00002-of-00006.safetensors";
+    fs::resize_file(s, fs::file_size(s) - 1000);
+  });
+  expect_cli_error("run -m " + trunc.string() + " -p hi", "model-00002-of-00006.safetensors");
+  fs::path badjson = broken_model(m, "badjson", [](const fs::path& d) {
+    std::ofstream(d / "config.json") << "{\"architectures\": [\"Qwen3ForCausalLM\"],";
+  });
+  expect_cli_error("run -m " + badjson.string() + " -p hi", "config.json: invalid JSON");
+  fs::path arch = broken_model(m, "arch", [](const fs::path& d) {
+    std::string c = read_file(d / "config.json");
+    c.replace(c.find("Qwen3ForCausalLM"), 16, "FalconForCausalLM");
+    std::ofstream(d / "config.json") << c;
+  });
+  expect_cli_error("run -m " + arch.string() + " -p hi", "unsupported architecture 'FalconForCausalLM'");
+  fs::path shape = broken_model(m, "shape", [](const fs::path& d) {
+    std::string c = read_file(d / "config.json");
+    c.replace(c.find("\"intermediate_size\": 1024"), 25, "\"intermediate_size\": 1000");
+    std::ofstream(d / "config.json") << c;
+  });
+  expect_cli_error("run -m " + shape.string() + " -p hi", "mlp.gate_proj.weight' has shape [1024, 512]");
+  fs::path special = broken_model(m, "special", [](const fs::path& d) {
+    // A template written for another model: it emits <|eot_id|>, which this vocabulary lacks.
+    std::string c = read_file(d / "tokenizer_config.json");
+    c.replace(c.find("'<|im_end|>' + '\\n'"), 19, "'<|eot_id|>' + '\\n'");
+    std::ofstream(d / "tokenizer_config.json") << c;
+  });
+  expect_cli_error("run -m " + special.string() + " --chat -p hi", "<|eot_id|>");
+  expect_cli_error("run -m /nonexistent/model -p hi", "/nonexistent/model");
+  expect_cli_error("run -m " + test::model_dir(m).string() + " -p hi --kv-dtype int3", "unknown --kv-dtype 'int3'");
+  expect_cli_error("run -m " + test::model_dir(m).string() + " -p hi --top-p 0", "top_p");
+  expect_cli_error("run -m " + test::model_dir("stories260k").string() + " -p hi --kv-dtype int8",
+                   "head_dim to be a multiple of 64");
+  for (const fs::path& p : {trunc, badjson, arch, shape, special}) fs::remove_all(p);
+}
+
+TEST(Cli, KvPlanPrintsHandComputedCapacity) {
+  // kv-plan reads only config.json: put the Llama-3-8B fixture into a directory.
+  fs::path d = fs::temp_directory_path() / ("ninfer_plan_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  fs::copy_file(test::test_data_dir() / "configs" / "llama3-8b.json", d / "config.json",
+                fs::copy_options::overwrite_existing);
+  std::string out;
+  int rc = test::run_command(ninfer_cmd("kv-plan -m " + d.string() + " --memory 24GiB --kv-dtype bf16 --json"), &out);
+  ASSERT_EQ(rc, 0) << out;
+  auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["tokens"], 61376);  // see tests/kv/test_capacity.cpp for the arithmetic
+  EXPECT_EQ(j[0]["kv_bytes_per_token"], 131072);
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace ninfer
