@@ -19,6 +19,13 @@ struct ModelConfig;
 // Bytes of KV per token over all layers and KV heads, codes and scales.
 size_t kv_bytes_per_token(const ModelConfig& c, const KvFormat& f);
 
+// Workspace the GPU runtime reserves besides weights and KV: 256 MiB (cuBLAS workspace, CUDA
+// graphs, allocator slack) plus fp32 activations of one prefill chunk:
+// chunk * (3 hidden + q_dim + 2 kv_dim + 2 ffn + vocab) * 4 bytes.
+size_t workspace_estimate(const ModelConfig& c, int prefill_chunk);
+// Bytes of weights on a device that stores them as bf16 (embedding counted once when tied).
+size_t device_weight_bytes(const ModelConfig& c);
+
 struct CapacityInputs {
   size_t memory = 0;           // device memory to plan with (total or --memory-budget)
   size_t weights = 0;          // bytes of weights on the device
