@@ -27,8 +27,8 @@ bool is_numeric(const Value& v) {
 bool is_integral(const Value& v) { return v.type() == Value::Type::Int || v.type() == Value::Type::Bool; }
 int64_t to_int(const Value& v) { return v.type() == Value::Type::Bool ? int64_t(v.as_bool()) : v.as_int(); }
 
-[[noreturn]] void undefined_error(int line, const std::string& what) {
-  fail("chat template line {}: {} is undefined", line, what);
+[[noreturn]] void undefined_error(int line, const std::string& what, const std::string& use) {
+  fail("chat template line {}: {} is undefined ({})", line, what, use);
 }
 
 std::string describe_expr(const Expr* e) {
@@ -261,13 +261,13 @@ Value DictLit::eval(Context& ctx) const {
 
 Value Attr::eval(Context& ctx) const {
   Value o = obj->eval(ctx);
-  if (o.is_undefined()) undefined_error(line, describe_expr(obj.get()) + " (reading ." + name + ")");
+  if (o.is_undefined()) undefined_error(line, describe_expr(obj.get()), "reading ." + name);
   return get_attr(o, name, line);
 }
 
 Value Item::eval(Context& ctx) const {
   Value o = obj->eval(ctx);
-  if (o.is_undefined()) undefined_error(line, describe_expr(obj.get()) + " (subscripted)");
+  if (o.is_undefined()) undefined_error(line, describe_expr(obj.get()), "subscripted");
   return get_item(o, key->eval(ctx), line);
 }
 
@@ -291,14 +291,14 @@ Value CallExpr::eval(Context& ctx) const {
   Kwargs kw;
   if (auto a = dynamic_cast<const Attr*>(callee.get())) {
     Value o = a->obj->eval(ctx);
-    if (o.is_undefined()) undefined_error(line, describe_expr(a->obj.get()) + " (calling ." + a->name + "())");
+    if (o.is_undefined()) undefined_error(line, describe_expr(a->obj.get()), "calling ." + a->name + "()");
     Value f = o.is_dict() ? o.get(a->name) : Value();
     eval_args(ctx, args, pos, kw);
     if (f.type() == Value::Type::Function) return f.as_function()(pos, kw);
     return call_method(o, a->name, pos, kw, line);
   }
   Value f = callee->eval(ctx);
-  if (f.is_undefined()) undefined_error(line, describe_expr(callee.get()) + " (called as a function)");
+  if (f.is_undefined()) undefined_error(line, describe_expr(callee.get()), "called as a function");
   if (f.type() != Value::Type::Function)
     fail("chat template line {}: {} is a '{}', not a function", line, describe_expr(callee.get()), f.type_name());
   eval_args(ctx, args, pos, kw);
