@@ -60,7 +60,7 @@ class Lexer {
         l_pos = l_pos == std::string::npos ? 0 : l_pos + 1;
         if (l_pos > 0 || line_starting) {
           bool blank = true;
-          for (size_t i = l_pos; i < data.size(); ++i) blank = blank && (data[i] == ' ' || data[i] == '\t' || is_space(data[i]));
+          for (size_t i = l_pos; i < data.size(); ++i) blank = blank && is_space(data[i]);
           if (blank) data.resize(l_pos);
         }
       }
@@ -76,14 +76,14 @@ class Lexer {
         bool strip = e > pos_ && s_[e - 1] == '-';
         bool keep = e > pos_ && s_[e - 1] == '+';
         pos_ = e + 2;
-        finish_tag(strip, keep, /*block=*/true, end_start);
+        finish_tag(strip, keep, /*block=*/true);
       } else {
         bool block = kind == '%';
         tokens_.push_back(Token{block ? Token::Kind::BlockBegin : Token::Kind::VarBegin, "", 0, 0, line_});
         bool strip = false, keep = false;
         end_start = lex_inside(block, &strip, &keep);
         tokens_.push_back(Token{block ? Token::Kind::BlockEnd : Token::Kind::VarEnd, "", 0, 0, line_});
-        finish_tag(strip, keep, block, end_start);
+        finish_tag(strip, keep, block);
       }
       line_starting = pos_ > 0 && s_[pos_ - 1] == '\n' && pos_ - 1 >= end_start;
     }
@@ -112,7 +112,7 @@ class Lexer {
   }
 
   // After a tag's closing delimiter (pos_ is just past it): apply '-' / trim_blocks.
-  void finish_tag(bool strip, bool keep, bool block, size_t /*end_start*/) {
+  void finish_tag(bool strip, bool keep, bool block) {
     if (strip) {
       while (pos_ < s_.size() && is_space(s_[pos_])) {
         line_ += s_[pos_] == '\n';

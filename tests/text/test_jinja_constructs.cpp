@@ -155,6 +155,9 @@ y)J"},
     {"nested_loops",
      R"J({% for m in messages %}{% for c in m.role %}{% if loop.index <= 2 %}{{ c }}{% endif %}{% endfor %}{{ loop.index }} {% endfor %})J",
      R"J(sy1 us2 as3 )J"},
+    {"method_chains",
+     R"J({{ '<think>\nA\n</think>\n\nB'.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') }}|{{ ('x' ~ 'y').upper() }}|{{ (items | length - 1) - 1 }}|{{ messages[::-1][0].role }}|{% for m in messages if m.content is string and 'ell' in m.content %}{{ m.role }}{% endfor %})J",
+     R"J(A|XY|1|assistant|assistant)J"},
 };
 
 class JinjaConstructs : public ::testing::TestWithParam<Case> {};
