@@ -1,0 +1,580 @@
+// Paged attention kernels and their planner; the algorithm, work split and error budget are
+// described in attention.h.
+//
+// Shared memory of one CTA (offsets computed by SmemLayout, identically on host and device):
+//   big    ring of STAGES page stages; a stage holds the K block then the V block of one
+//          (page, kv head) as stored in global memory (kv_cache.h). bf16 stages are written
+//          swizzled (below) and read by ldmatrix directly; int8 stages are plain copies that
+//          are dequantized into the two bf16 working tiles Kw, Vw (also in `big`).
+//          Before the page loop `big` holds Q in fp32 (rotation), after it O in fp32.
+//   Qs     bf16 [M][D + 8]   (8 elements of padding: conflict-free ldmatrix rows)
+//   Ss     fp32 [M][64 + 4]  scores of the current page (log2 domain)
+//   Ps     bf16 [M][64 + 8]  probabilities of the current page
+//   rowv   fp32 [3][M]       alpha (rescale), final max, final sum
+// Swizzle of a bf16 [64][D] tile: 16-byte chunk c of row r lives at chunk c ^ (r & 7), so the
+// 8 rows an ldmatrix reads fall in 8 different bank groups.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "backend/cuda/attention.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_utils.cuh"
+
+namespace ninfer::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kPage = kCachePageSize;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Chunk record in device memory: tok0, n_tokens, start_pos, table offset, n_blocks.
+constexpr int kChunkInts = 5;
+
+struct KernelParams {
+  const float* q;
+  int q_ld;
+  const uint8_t* k_pool;
+  const uint8_t* v_pool;
+  const int32_t* chunks;
+  const int32_t* tables;
+  const int32_t* work;  // [n_work][2]
+  int n_heads, n_kv_heads, group;
+  int q_rot, o_rot;
+  float scale_log2;  // softmax scale * log2(e)
+  int n_splits;
+  uint16_t* out;
+  int out_ld;
+  float* part_o;   // [n_splits][n_rows_total][D]
+  float* part_ml;  // [n_splits][n_rows_total][2]
+  int n_rows_total;
+};
+
+constexpr int stages_for(int D, int MT) { return D == 64 ? 4 : (D == 128 ? 3 : (MT == 1 ? 3 : 2)); }
+
+template <int D, int KIND, int MT>
+struct SmemLayout {
+  static constexpr int M = 16 * MT;
+  static constexpr int STAGES = stages_for(D, MT);
+  static constexpr int kBlk = KIND == 0 ? kPage * D * 2 : kPage * (D + D / 32);  // bytes of one side's block
+  static constexpr int kStage = 2 * kBlk;
+  static constexpr int kTile = kPage * D * 2;  // one bf16 working tile
+  static constexpr int kBigRing = STAGES * kStage + (KIND == 1 ? 2 * kTile : 0);
+  static constexpr int kQf = M * D * 4;
+  static constexpr int kOs = M * (D + 4) * 4;
+  static constexpr int kBig = (kBigRing > kOs ? (kBigRing > kQf ? kBigRing : kQf) : (kOs > kQf ? kOs : kQf));
+  static constexpr int QP = D + 8, SP = kPage + 4, PP = kPage + 8;
+  static constexpr int oQs = (kBig + 127) / 128 * 128;
+  static constexpr int oSs = oQs + M * QP * 2;
+  static constexpr int oPs = oSs + M * SP * 4;
+  static constexpr int oRow = oPs + M * PP * 2;
+  static constexpr int kBytes = oRow + 3 * M * 4;
+};
+
+__device__ __forceinline__ int swz(int r, int c) { return c ^ (r & 7); }
+
+// In-place normalised Hadamard transform of rows of `x` ([rows][pitch] fp32 in shared
+// memory): rot 1 = over the first n = D values, rot 2 = over each 64-group. All threads of
+// the CTA take part; ends with a barrier.
+template <int D>
+__device__ void smem_rotate(float* x, int rows, int pitch, int rot) {
+  if (rot == 0) return;
+  const int n = rot == 1 ? D : 64;
+  const int pairs = rows * (D / 2);
+  for (int h = 1; h < n; h <<= 1) {
+    for (int q = threadIdx.x; q < pairs; q += kThreads) {
+      const int r = q / (D / 2), pr = q % (D / 2);
+      const int j = (pr / h) * 2 * h + (pr % h);
+      float* xr = x + r * pitch;
+      const float a = xr[j], b = xr[j + h];
+      xr[j] = a + b;
+      xr[j + h] = a - b;
+    }
+    __syncthreads();
+  }
+  const float sc = 1.0f / sqrtf(float(n));
+  for (int q = threadIdx.x; q < rows * D; q += kThreads) x[(q / D) * pitch + q % D] *= sc;
+  __syncthreads();
+}
+
+template <int D, int KIND, int MT>
+__global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams p) {
+  using L = SmemLayout<D, KIND, MT>;
+  constexpr int M = L::M, STAGES = L::STAGES, CPR = D / 8;  // 16-byte chunks per bf16 row
+  constexpr int NT = D / 32;                                 // 8-wide output tiles per warp
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* big = smem;
+  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem + L::oQs);
+  float* Ss = reinterpret_cast<float*>(smem + L::oSs);
+  uint16_t* Ps = reinterpret_cast<uint16_t*>(smem + L::oPs);
+  float* alpha_s = reinterpret_cast<float*>(smem + L::oRow);
+  float* mfin_s = alpha_s + M;
+  float* lfin_s = alpha_s + 2 * M;
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int chunk = p.work[2 * blockIdx.x], row0 = p.work[2 * blockIdx.x + 1];
+  const int kvh = blockIdx.y, split = blockIdx.z;
+  const int32_t* ci = p.chunks + chunk * kChunkInts;
+  const int tok0 = ci[0], n_tok = ci[1], start = ci[2];
+  const int32_t* table = p.tables + ci[3];
+  const int g = p.group;
+  const int R = n_tok * g;
+  const int row_end = min(row0 + M, R);
+  const int n_keys = start + (row_end - 1) / g + 1;  // keys the last row of the tile may see
+  const int n_pages = (n_keys + kPage - 1) / kPage;
+  const int pps = (n_pages + p.n_splits - 1) / p.n_splits;
+  const int p_begin = min(n_pages, split * pps), p_end = min(n_pages, p_begin + pps);
+
+  // ---- Q: fp32 rows -> rotate -> bf16 Qs ----
+  float* Qf = reinterpret_cast<float*>(big);
+  for (int idx = tid; idx < M * D; idx += kThreads) {
+    const int r = idx / D, d = idx % D, gr = row0 + r;
+    float v = 0.0f;
+    if (gr < R) v = p.q[size_t(tok0 + gr / g) * p.q_ld + size_t(kvh * g + gr % g) * D + d];
+    Qf[idx] = v;
+  }
+  __syncthreads();
+  smem_rotate<D>(Qf, M, D, p.q_rot);
+  for (int idx = tid; idx < M * D; idx += kThreads)
+    Qs[(idx / D) * L::QP + idx % D] = f32_to_bf16_bits(Qf[idx]);
+  __syncthreads();
+
+  const size_t blk_stride = size_t(L::kBlk);
+  auto load_page = [&](int pg, int stage) {
+    const int page = table[pg];
+    const int valid = min(kPage, n_keys - pg * kPage);
+    uint8_t* st = big + stage * L::kStage;
+    for (int side = 0; side < 2; ++side) {
+      const uint8_t* src = (side == 0 ? p.k_pool : p.v_pool) + (size_t(page) * p.n_kv_heads + kvh) * blk_stride;
+      uint8_t* dst = st + side * L::kBlk;
+      if constexpr (KIND == 0) {
+        for (int u = tid; u < kPage * CPR; u += kThreads) {
+          const int r = u / CPR, c = u % CPR;
+          cp_async16(dst + r * D * 2 + swz(r, c) * 16, src + r * D * 2 + c * 16, r < valid ? 16 : 0);
+        }
+      } else {
+        for (int u = tid; u < L::kBlk / 16; u += kThreads) cp_async16(dst + u * 16, src + u * 16, 16);
+      }
+    }
+  };
+
+  // Per-row softmax state, replicated in the TPR threads that own a row.
+  constexpr int TPR = kThreads / M, CPT = kPage / TPR;
+  const int srow = tid / TPR, ssub = tid % TPR;
+  float m_run = -INFINITY, l_run = 0.0f;
+
+  float o[MT][NT][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][nt][e] = 0.0f;
+
+  const int n_iter = p_end - p_begin;
+#pragma unroll 1
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < n_iter) load_page(p_begin + s, s);
+    cp_async_commit();
+  }
+
+#pragma unroll 1
+  for (int it = 0; it < n_iter; ++it) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    {
+      const int nx = it + STAGES - 1;
+      if (nx < n_iter) load_page(p_begin + nx, nx % STAGES);
+      cp_async_commit();
+    }
+    const int pg = p_begin + it;
+    const int valid = min(kPage, n_keys - pg * kPage);
+    const uint8_t* st = big + (it % STAGES) * L::kStage;
+    const uint8_t* Kt;
+    const uint8_t* Vt;
+    if constexpr (KIND == 0) {
+      Kt = st;
+      Vt = st + L::kBlk;
+    } else {
+      // Dequantize int8 codes * fp16 scale -> bf16 into the swizzled working tiles.
+      uint8_t* Kw = big + STAGES * L::kStage;
+      uint8_t* Vw = Kw + L::kTile;
+      for (int side = 0; side < 2; ++side) {
+        const int8_t* codes = reinterpret_cast<const int8_t*>(st + side * L::kBlk);
+        const uint16_t* scales = reinterpret_cast<const uint16_t*>(st + side * L::kBlk + kPage * D);
+        uint8_t* dst = side == 0 ? Kw : Vw;
+        for (int u = tid; u < kPage * CPR; u += kThreads) {
+          const int r = u / CPR, c = u % CPR;
+          uint4 w = make_uint4(0, 0, 0, 0);
+          if (r < valid) {
+            const float sc = __half2float(__ushort_as_half(scales[r * (D / 64) + (c * 8) / 64]));
+            const uint2 raw = *reinterpret_cast<const uint2*>(codes + r * D + c * 8);
+            const int8_t* b = reinterpret_cast<const int8_t*>(&raw);
+            w.x = pack_bf16x2(float(b[0]) * sc, float(b[1]) * sc);
+            w.y = pack_bf16x2(float(b[2]) * sc, float(b[3]) * sc);
+            w.z = pack_bf16x2(float(b[4]) * sc, float(b[5]) * sc);
+            w.w = pack_bf16x2(float(b[6]) * sc, float(b[7]) * sc);
+          }
+          *reinterpret_cast<uint4*>(dst + r * D * 2 + swz(r, c) * 16) = w;
+        }
+      }
+      __syncthreads();
+      Kt = Kw;
+      Vt = Vw;
+    }
+
+    // ---- S = Q K^T for keys [16 warp, 16 warp + 16) of the page ----
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      float acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        uint32_t a[4], b[4];
+        ldmatrix_x4(a, Qs + (mt * 16 + lane % 16) * L::QP + ks * 16 + (lane / 16) * 8);
+        const int kr = warp * 16 + (lane / 16) * 8 + lane % 8;
+        const int kc = ks * 2 + (lane / 8) % 2;
+        ldmatrix_x4(b, Kt + kr * D * 2 + swz(kr, kc) * 16);
+        mma_bf16_16816(acc[0], a, b[0], b[1]);
+        mma_bf16_16816(acc[1], a, b[2], b[3]);
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = mt * 16 + lane / 4 + (e / 2) * 8;
+          const int c = warp * 16 + j * 8 + 2 * (lane % 4) + (e % 2);
+          const int gr = row0 + r;
+          const int key = pg * kPage + c;
+          const bool ok = gr < R && c < valid && key <= start + gr / g;
+          Ss[r * L::SP + c] = ok ? acc[j][e] * p.scale_log2 : -INFINITY;
+        }
+      }
+    }
+    __syncthreads();
+
+    // ---- online softmax, TPR threads per row ----
+    {
+      const float* srow_p = Ss + srow * L::SP + ssub * CPT;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < CPT; ++c) mx = fmaxf(mx, srow_p[c]);
+#pragma unroll
+      for (int off = TPR / 2; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      const float m_new = fmaxf(m_run, mx);
+      const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m_run - m_new);
+      float sum = 0.0f;
+      uint16_t* prow = Ps + srow * L::PP + ssub * CPT;
+#pragma unroll
+      for (int c = 0; c < CPT; ++c) {
+        const float s = srow_p[c];
+        const float pv = m_new == -INFINITY ? 0.0f : exp2f(s - m_new);
+        const uint16_t pb = f32_to_bf16_bits(pv);
+        prow[c] = pb;
+        sum += bf16_bits_to_f32(pb);
+      }
+#pragma unroll
+      for (int off = TPR / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      l_run = l_run * alpha + sum;
+      m_run = m_new;
+      if (ssub == 0) alpha_s[srow] = alpha;
+    }
+    __syncthreads();
+
+    // ---- O = alpha O + P V over this warp's D/4 output dims ----
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const float a0 = alpha_s[mt * 16 + lane / 4], a1 = alpha_s[mt * 16 + lane / 4 + 8];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        o[mt][nt][0] *= a0;
+        o[mt][nt][1] *= a0;
+        o[mt][nt][2] *= a1;
+        o[mt][nt][3] *= a1;
+      }
+#pragma unroll
+      for (int ks = 0; ks < kPage / 16; ++ks) {
+        uint32_t a[4];
+        ldmatrix_x4(a, Ps + (mt * 16 + lane % 16) * L::PP + ks * 16 + (lane / 16) * 8);
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+          uint32_t b[4];
+          const int vr = ks * 16 + ((lane / 8) % 2) * 8 + lane % 8;
+          const int vc = (warp * (D / 4) + np * 16) / 8 + lane / 16;
+          ldmatrix_x4_trans(b, Vt + vr * D * 2 + swz(vr, vc) * 16);
+          mma_bf16_16816(o[mt][2 * np], a, b[0], b[1]);
+          mma_bf16_16816(o[mt][2 * np + 1], a, b[2], b[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // ---- epilogue: O to shared memory (fp32), then normalise + rotate or write partials ----
+  constexpr int OP = D + 4;
+  float* Os = reinterpret_cast<float*>(big);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = mt * 16 + lane / 4 + (e / 2) * 8;
+        const int c = warp * (D / 4) + nt * 8 + 2 * (lane % 4) + (e % 2);
+        Os[r * OP + c] = o[mt][nt][e];
+      }
+  if (ssub == 0) {
+    mfin_s[srow] = m_run;
+    lfin_s[srow] = l_run;
+  }
+  __syncthreads();
+  const int rows = row_end - row0;
+  if (p.n_splits == 1) {
+    smem_rotate<D>(Os, rows, OP, p.o_rot);
+    for (int idx = tid; idx < rows * D; idx += kThreads) {
+      const int r = idx / D, d = idx % D, gr = row0 + r;
+      const float v = Os[r * OP + d] / lfin_s[r];
+      p.out[size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + d] = f32_to_bf16_bits(v);
+    }
+  } else {
+    for (int idx = tid; idx < rows * D; idx += kThreads) {
+      const int r = idx / D, d = idx % D, gr = row0 + r;
+      const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
+      p.part_o[(size_t(split) * p.n_rows_total + grow) * D + d] = Os[r * OP + d];
+    }
+    for (int r = tid; r < rows; r += kThreads) {
+      const int gr = row0 + r;
+      const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
+      p.part_ml[(size_t(split) * p.n_rows_total + grow) * 2] = mfin_s[r];
+      p.part_ml[(size_t(split) * p.n_rows_total + grow) * 2 + 1] = lfin_s[r];
+    }
+  }
+}
+
+// Log-sum-exp merge of the splits of one tile: grid (n_work, n_kv_heads), dynamic smem [M][D] fp32.
+template <int D>
+__global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p, int M) {
+  extern __shared__ __align__(16) uint8_t smem_m[];
+  float* Of = reinterpret_cast<float*>(smem_m);
+  const int chunk = p.work[2 * blockIdx.x], row0 = p.work[2 * blockIdx.x + 1];
+  const int kvh = blockIdx.y;
+  const int32_t* ci = p.chunks + chunk * kChunkInts;
+  const int tok0 = ci[0], n_tok = ci[1];
+  const int g = p.group, R = n_tok * g;
+  const int rows = min(row0 + M, R) - row0;
+  for (int idx = threadIdx.x; idx < rows * D; idx += kThreads) {
+    const int r = idx / D, d = idx % D, gr = row0 + r;
+    const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
+    float mx = -INFINITY;
+    for (int s = 0; s < p.n_splits; ++s) mx = fmaxf(mx, p.part_ml[(size_t(s) * p.n_rows_total + grow) * 2]);
+    float num = 0.0f, den = 0.0f;
+    for (int s = 0; s < p.n_splits; ++s) {
+      const float m = p.part_ml[(size_t(s) * p.n_rows_total + grow) * 2];
+      if (m == -INFINITY) continue;
+      const float w = exp2f(m - mx);
+      den += w * p.part_ml[(size_t(s) * p.n_rows_total + grow) * 2 + 1];
+      num += w * p.part_o[(size_t(s) * p.n_rows_total + grow) * D + d];
+    }
+    Of[r * D + d] = num / den;
+  }
+  __syncthreads();
+  smem_rotate<D>(Of, rows, D, p.o_rot);
+  for (int idx = threadIdx.x; idx < rows * D; idx += kThreads) {
+    const int r = idx / D, d = idx % D, gr = row0 + r;
+    p.out[size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + d] = f32_to_bf16_bits(Of[r * D + d]);
+  }
+}
+
+template <int D, int KIND, int MT>
+void launch_kernel(const KernelParams& kp, int n_work, cudaStream_t s) {
+  using L = SmemLayout<D, KIND, MT>;
+  static bool configured = false;  // NOTE: per instantiation; the attribute is per function
+  if (!configured) {
+    NINFER_CUDA_CHECK(cudaFuncSetAttribute(paged_attention_kernel<D, KIND, MT>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
+    configured = true;
+  }
+  const dim3 grid(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(kp.n_splits));
+  paged_attention_kernel<D, KIND, MT><<<grid, kThreads, L::kBytes, s>>>(kp);
+  NINFER_CUDA_LAUNCH_CHECK();
+  if (kp.n_splits > 1) {
+    const int smem = L::M * D * 4;
+    static bool merge_configured = false;
+    if (!merge_configured) {
+      NINFER_CUDA_CHECK(cudaFuncSetAttribute(merge_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 256 * 4));
+      merge_configured = true;
+    }
+    merge_kernel<D><<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads)), kThreads, smem, s>>>(kp, L::M);
+    NINFER_CUDA_LAUNCH_CHECK();
+  }
+}
+
+template <int D, int KIND>
+void dispatch_mt(const KernelParams& kp, int cls, int n_work, cudaStream_t s) {
+  if (cls == 0) {
+    launch_kernel<D, KIND, 1>(kp, n_work, s);
+  } else {
+    launch_kernel<D, KIND, (D == 256 ? 2 : 4)>(kp, n_work, s);
+  }
+}
+
+template <int D>
+void dispatch_kind(const KernelParams& kp, CacheKind kind, int cls, int n_work, cudaStream_t s) {
+  if (kind == CacheKind::Bf16) {
+    dispatch_mt<D, 0>(kp, cls, n_work, s);
+  } else {
+    dispatch_mt<D, 1>(kp, cls, n_work, s);
+  }
+}
+
+int mt_for(int cls, int head_dim) { return cls == 0 ? 1 : (head_dim == 256 ? 2 : 4); }
+
+}  // namespace
+
+PagedAttention::PagedAttention(const AttnShape& shape) : shape_(shape) {
+  if (shape.head_dim != 64 && shape.head_dim != 128 && shape.head_dim != 256)
+    throw std::runtime_error("CUDA attention supports head_dim 64, 128 and 256, not " + std::to_string(shape.head_dim));
+  if (shape.n_kv_heads <= 0 || shape.n_heads % shape.n_kv_heads != 0)
+    throw std::runtime_error("CUDA attention: n_heads must be a multiple of n_kv_heads");
+  int dev = 0;
+  NINFER_CUDA_CHECK(cudaGetDevice(&dev));
+  NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, dev));
+  cls_[0].mt = 1;
+  cls_[1].mt = mt_for(1, shape.head_dim);
+}
+
+PagedAttention::~PagedAttention() {
+  if (pinned_) cudaFreeHost(pinned_);
+  if (d_meta_) cudaFree(d_meta_);
+  if (d_part_) cudaFree(d_part_);
+}
+
+void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, cudaStream_t s) {
+  const int g = shape_.n_heads / shape_.n_kv_heads;
+  n_rows_total_ = n_tokens_total * shape_.n_heads;
+  // Layout of the metadata upload: chunks [n_seqs][5], tables, work of class 0, work of class 1.
+  host_meta_.clear();
+  int max_pages[2] = {0, 0};
+  for (Class& c : cls_) c.work.clear();
+  size_t table_total = 0;
+  for (int i = 0; i < n_seqs; ++i) table_total += size_t(seqs[i].n_blocks);
+  host_meta_.resize(size_t(n_seqs) * kChunkInts + table_total);
+  size_t toff = size_t(n_seqs) * kChunkInts;
+  for (int i = 0; i < n_seqs; ++i) {
+    const AttnSeq& q = seqs[i];
+    const int need = (q.start_pos + q.n_tokens + kPage - 1) / kPage;
+    if (q.n_tokens <= 0 || q.n_blocks < need)
+      throw std::runtime_error("CUDA attention: a chunk has no tokens or too few pages for its length");
+    int32_t* ci = host_meta_.data() + size_t(i) * kChunkInts;
+    ci[0] = q.tok0;
+    ci[1] = q.n_tokens;
+    ci[2] = q.start_pos;
+    ci[3] = int32_t(toff - size_t(n_seqs) * kChunkInts);
+    ci[4] = q.n_blocks;
+    std::memcpy(host_meta_.data() + toff, q.block_table, size_t(q.n_blocks) * 4);
+    toff += size_t(q.n_blocks);
+    const int rows = q.n_tokens * g;
+    const int cls = rows <= 16 ? 0 : 1;
+    const int M = 16 * cls_[cls].mt;
+    for (int r0 = 0; r0 < rows; r0 += M) {
+      cls_[cls].work.push_back(i);
+      cls_[cls].work.push_back(r0);
+    }
+    max_pages[cls] = std::max(max_pages[cls], need);
+  }
+  size_t off_work[2];
+  off_work[0] = host_meta_.size();
+  host_meta_.insert(host_meta_.end(), cls_[0].work.begin(), cls_[0].work.end());
+  off_work[1] = host_meta_.size();
+  host_meta_.insert(host_meta_.end(), cls_[1].work.begin(), cls_[1].work.end());
+
+  // Splits: enough CTAs for about two waves of the GPU, at least 4 pages per split (shorter
+  // splits cost more in prologue and merge than they gain), at most 64 splits; prefill-class
+  // partials are bounded to 256 MiB.
+  size_t part_need = 0;
+  for (int c = 0; c < 2; ++c) {
+    Class& k = cls_[c];
+    k.n_work = int(k.work.size() / 2);
+    if (k.n_work == 0) {
+      k.splits = 1;
+      continue;
+    }
+    const int ctas = k.n_work * shape_.n_kv_heads;
+    const int target = 2 * num_sms_;
+    int splits = std::max(1, (target + ctas - 1) / ctas);
+    splits = std::min(splits, std::max(1, max_pages[c] / 4));
+    splits = std::min(splits, 64);
+    const size_t row_bytes = size_t(n_rows_total_) * (size_t(shape_.head_dim) + 2) * 4;
+    while (splits > 1 && size_t(splits) * row_bytes > (size_t(256) << 20)) --splits;
+    if (forced_splits_ > 0) splits = forced_splits_;
+    k.splits = splits;
+    if (splits > 1) part_need = std::max(part_need, size_t(splits) * row_bytes);
+  }
+  if (part_need > d_part_bytes_) {
+    if (d_part_) NINFER_CUDA_CHECK(cudaFree(d_part_));
+    d_part_ = nullptr;
+    NINFER_CUDA_CHECK(cudaMalloc(&d_part_, part_need));
+    d_part_bytes_ = part_need;
+  }
+  const size_t bytes = host_meta_.size() * 4;
+  if (bytes > pinned_bytes_) {
+    // The previous upload may still be in flight from the old buffer.
+    NINFER_CUDA_CHECK(cudaStreamSynchronize(s));
+    if (pinned_) NINFER_CUDA_CHECK(cudaFreeHost(pinned_));
+    if (d_meta_) NINFER_CUDA_CHECK(cudaFree(d_meta_));
+    pinned_bytes_ = std::max(bytes * 2, size_t(1) << 16);
+    NINFER_CUDA_CHECK(cudaMallocHost(&pinned_, pinned_bytes_));
+    NINFER_CUDA_CHECK(cudaMalloc(&d_meta_, pinned_bytes_));
+    d_meta_bytes_ = pinned_bytes_;
+  } else {
+    // NOTE: the pinned buffer is reused; the caller's forward ends with a synchronising copy,
+    // and this synchronise protects the case where it does not.
+    NINFER_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+  std::memcpy(pinned_, host_meta_.data(), bytes);
+  NINFER_CUDA_CHECK(cudaMemcpyAsync(d_meta_, pinned_, bytes, cudaMemcpyHostToDevice, s));
+  const int32_t* base = static_cast<const int32_t*>(d_meta_);
+  d_chunks_ = base;
+  d_tables_ = base + size_t(n_seqs) * kChunkInts;
+  cls_[0].d_work = base + off_work[0];
+  cls_[1].d_work = base + off_work[1];
+}
+
+void PagedAttention::run(const float* q, int q_ld, const uint8_t* k_pool, const uint8_t* v_pool, uint16_t* out,
+                         int out_ld, cudaStream_t s) {
+  for (int c = 0; c < 2; ++c) {
+    const Class& k = cls_[c];
+    if (k.n_work == 0) continue;
+    KernelParams kp{};
+    kp.q = q;
+    kp.q_ld = q_ld;
+    kp.k_pool = k_pool;
+    kp.v_pool = v_pool;
+    kp.chunks = d_chunks_;
+    kp.tables = d_tables_;
+    kp.work = k.d_work;
+    kp.n_heads = shape_.n_heads;
+    kp.n_kv_heads = shape_.n_kv_heads;
+    kp.group = shape_.n_heads / shape_.n_kv_heads;
+    kp.q_rot = shape_.q_rotation;
+    kp.o_rot = shape_.o_rotation;
+    kp.scale_log2 = kLog2e / std::sqrt(float(shape_.head_dim));
+    kp.n_splits = k.splits;
+    kp.out = out;
+    kp.out_ld = out_ld;
+    kp.part_o = d_part_;
+    kp.part_ml = d_part_ ? d_part_ + size_t(k.splits) * n_rows_total_ * shape_.head_dim : nullptr;
+    kp.n_rows_total = n_rows_total_;
+    switch (shape_.head_dim) {
+      case 64: dispatch_kind<64>(kp, shape_.kind, c, k.n_work, s); break;
+      case 128: dispatch_kind<128>(kp, shape_.kind, c, k.n_work, s); break;
+      default: dispatch_kind<256>(kp, shape_.kind, c, k.n_work, s); break;
+    }
+  }
+}
+
+}  // namespace ninfer::cuda

@@ -1,0 +1,67 @@
+// The CUDA backend's public entry points. This header has no CUDA types so that the runtime
+// (compiled by the C++ compiler, built with or without CUDA) can include it.
+//
+// What runs on the GPU (see docs/GPU.md): weights uploaded once as bf16; cuBLAS for the dense
+// GEMMs (bf16 in, fp32 accumulate and out); our kernels for embedding, RMSNorm, q/k-norm,
+// rope, SiLU-mul, the KV append (bf16 and int8 encoders) and paged attention over bf16 and
+// int8 caches (attention.h). Other formats are refused at init_kv with a message naming them.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace ninfer {
+
+struct Model;
+
+// True when the CUDA runtime finds at least one device of compute capability >= 8.0.
+bool cuda_device_available();
+
+// How activations enter the bf16 GEMMs.
+enum class CudaGemmMode {
+  Bf16,   // activations rounded to bf16 (the fast default)
+  Split,  // activations as a bf16 hi + lo pair (x ~= hi + lo to ~2^-16 relative): one GEMM
+          // over 2x the rows, fp32-grade accuracy for 2x the GEMM FLOPs (weight bytes read
+          // once, so decode barely slows). Tests use it to reproduce fp32 golden logits.
+};
+
+struct CudaBackendOptions {
+  int device = 0;
+  // Default from the environment: NINFER_CUDA_GEMM=split|bf16 (unset: bf16).
+  CudaGemmMode gemm_mode = CudaGemmMode::Bf16;
+  bool gemm_mode_from_env = true;
+};
+
+std::unique_ptr<Backend> make_cuda_backend(const Model& model);
+std::unique_ptr<Backend> make_cuda_backend(const Model& model, const CudaBackendOptions& opt);
+
+// Device-to-device copy bandwidth (bytes read + bytes written per second) over a `bytes`
+// buffer, median of repeats: the memory-bandwidth ceiling that benchmarks quote.
+double cuda_copy_bandwidth(size_t bytes = size_t(1) << 30);
+
+// One decode step of paged attention alone, on synthetic data (ninfer bench --attention).
+struct AttentionBenchConfig {
+  std::string kv_dtype = "bf16";
+  int ctx = 8192;        // cached tokens per sequence
+  int batch = 1;         // sequences
+  int n_heads = 32;
+  int n_kv_heads = 8;
+  int head_dim = 128;
+  int n_query = 1;       // query tokens per sequence
+  int repeats = 50;
+  uint64_t seed = 1;
+};
+struct AttentionBenchResult {
+  double median_ms = 0, min_ms = 0;
+  double kv_bytes = 0;     // K+V bytes (codes and scales) the step must read
+  double gbps = 0;         // kv_bytes / median time
+  int splits = 0;          // KV splits per (sequence, kv head) the kernel chose
+  std::string device_name;
+};
+AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg);
+
+}  // namespace ninfer

@@ -1,0 +1,55 @@
+// The CUDA backend's paged KV cache: device layout and the append kernels that encode new
+// K/V rows into their pages.
+//
+// Device layout (differs from the CPU backend's row-interleaved one so that codes are 16-byte
+// aligned for cp.async and ldmatrix): per layer and side (K, V) one pool
+//   [n_pages][n_kv_heads] blocks, each block = codes plane [kPageSize rows][code_bytes]
+//                                             then scales plane [kPageSize rows][scale_bytes]
+// where, per row of head_dim D:
+//   bf16: code_bytes = 2 D (bf16 little-endian, round to nearest even), scale_bytes = 0
+//   int8: code_bytes = D (int8), scale_bytes = 2 D / 64 (fp16 per 64-group, little-endian)
+// A row's code bytes followed by its scale bytes are exactly the CPU codec's row
+// (kv/codecs/exact.cpp, kv/codecs/int8.cpp): the same bytes, only placed in planes.
+//
+// The int8 encoder reproduces the CPU reference bit for bit: NaN -> 0, clamp to +-2^24, K
+// rotated by H_D with the fixed butterfly order of kv/hadamard.cpp, fp32 IEEE division and
+// rintf, fp16 scales rounded with the same integer algorithm as core/dtype.cpp. No FMA can
+// form in that code (only single adds, multiplies and divisions).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ninfer::cuda {
+
+constexpr int kCachePageSize = 64;  // == kv/page_table.h kPageSize (checked in cuda_backend.cpp)
+
+enum class CacheKind : int { Bf16 = 0, Int8 = 1 };
+
+constexpr size_t cache_code_bytes(CacheKind k, int head_dim) {
+  return k == CacheKind::Bf16 ? size_t(head_dim) * 2 : size_t(head_dim);
+}
+constexpr size_t cache_scale_bytes(CacheKind k, int head_dim) {
+  return k == CacheKind::Bf16 ? 0 : size_t(head_dim / 64) * 2;
+}
+// Bytes of one (page, kv head) block of one side.
+constexpr size_t cache_block_bytes(CacheKind k, int head_dim) {
+  return size_t(kCachePageSize) * (cache_code_bytes(k, head_dim) + cache_scale_bytes(k, head_dim));
+}
+
+struct KvAppendParams {
+  const float* src;          // [n_tokens, ld] fp32: K of token t, head h at src + t*ld + k_col + h*head_dim
+  int ld = 0, k_col = 0, v_col = 0;
+  const int32_t* tok_page;   // [n_tokens] physical page of each token
+  const int32_t* tok_slot;   // [n_tokens] slot (position % page size) of each token
+  uint8_t* k_pool;           // [n_pages][n_kv_heads] K blocks of one layer
+  uint8_t* v_pool;           // [n_pages][n_kv_heads] V blocks of one layer
+  int n_tokens = 0, n_kv_heads = 0, head_dim = 0;
+  CacheKind kind = CacheKind::Bf16;
+  bool k_rotate = false;     // int8: K rotated by H_D (the format's K rotation)
+};
+
+void launch_kv_append(const KvAppendParams& p, cudaStream_t s);
+
+}  // namespace ninfer::cuda

@@ -1,0 +1,73 @@
+// Helpers for the GPU tests: skip without a GPU, RAII device buffers, seeded random rows.
+#pragma once
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+
+#define NINFER_REQUIRE_GPU()                                                             \
+  do {                                                                                   \
+    if (!::ninfer::cuda_device_available()) GTEST_SKIP() << "no CUDA GPU; skipping";     \
+  } while (0)
+
+namespace ninfer::test {
+
+// A typed device buffer; poison() fills every byte with 0xFF (NaN for fp32 and bf16) so an
+// unwritten output fails.
+template <typename T>
+class DevBuf {
+ public:
+  explicit DevBuf(size_t n = 0) { resize(n); }
+  ~DevBuf() {
+    if (p_) cudaFree(p_);
+  }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  void resize(size_t n) {
+    if (p_) cudaFree(p_);
+    p_ = nullptr;
+    n_ = n;
+    if (n) NINFER_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
+  }
+  void upload(const std::vector<T>& v) {
+    if (v.size() != n_) resize(v.size());
+    NINFER_CUDA_CHECK(cudaMemcpy(p_, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> download() const {
+    std::vector<T> v(n_);
+    NINFER_CUDA_CHECK(cudaDeviceSynchronize());
+    NINFER_CUDA_CHECK(cudaMemcpy(v.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+  }
+  void poison() { NINFER_CUDA_CHECK(cudaMemset(p_, 0xFF, n_ * sizeof(T))); }
+  void zero() { NINFER_CUDA_CHECK(cudaMemset(p_, 0, n_ * sizeof(T))); }
+  T* get() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+inline float bf16f(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace ninfer::test

@@ -1,0 +1,281 @@
+// Paged attention (attention.h) against an fp64 reference computed on the *decoded* cache
+// (the CPU codec's decoder applied to the bytes the GPU append wrote), for bf16 and int8,
+// head_dim 64/128/256, GQA ratios 1, 3, 4, 8, decode-class and prefill-class chunks in one
+// batch, lengths at page boundaries +-1, shuffled page tables, forced and automatic KV splits.
+//
+// Tolerance (derived): the kernel rounds Q to bf16 (relative 2^-9), P to bf16 (2^-9), and
+// int8 values to bf16 after dequantisation (2^-9); it accumulates in fp32. With |v| <= 1 an
+// output element moves by at most ~2^-8 from the P and V roundings; the Q rounding moves a
+// score by sum_i |q_i k_i| 2^-9 / sqrt(D) in the worst case but by ~sqrt(D) |q||k| 2^-9 /
+// sqrt(3 D) for independent rounding errors (< 0.01 for the scales used here), which moves
+// the softmax weights by the same relative amount. So: max |err| <= 2e-2 and relative L2
+// error <= 1e-2 (METHOD: bf16 operands land between 1e-3 and 1e-2). NaN fails (the output
+// is poisoned with NaN before the run).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "backend/cuda/attention.h"
+#include "backend/cuda/kv_cache.h"
+#include "cuda_test_util.h"
+#include "kv/format.h"
+
+namespace ninfer {
+namespace {
+
+using test::DevBuf;
+
+struct SeqSpec {
+  int start, n_tokens;
+};
+
+struct AttnCase {
+  const char* name;
+  const char* fmt;
+  int head_dim, n_heads, n_kv_heads;
+  std::vector<SeqSpec> seqs;
+  int forced_splits;  // 0: automatic
+  float q_scale;      // larger: peakier softmax
+};
+
+void PrintTo(const AttnCase& c, std::ostream* os) { *os << c.name; }
+
+class PagedAttentionTest : public ::testing::TestWithParam<AttnCase> {};
+
+TEST_P(PagedAttentionTest, MatchesFp64ReferenceOnDecodedCache) {
+  NINFER_REQUIRE_GPU();
+  const AttnCase c = GetParam();
+  const KvFormat& fmt = find_kv_format(c.fmt);
+  const int d = c.head_dim, nh = c.n_heads, nkv = c.n_kv_heads, g = nh / nkv;
+  const uint32_t seed = 777u + uint32_t(d * 31 + nh * 7 + nkv);
+  SCOPED_TRACE(::testing::Message() << c.name << " seed " << seed);
+  const cuda::CacheKind kind = std::string(c.fmt) == "int8" ? cuda::CacheKind::Int8 : cuda::CacheKind::Bf16;
+  const size_t blk = cuda::cache_block_bytes(kind, d);
+
+  // Pages: every sequence gets ceil(n_ctx / 64) pages from one shuffled pool.
+  int total_pages = 0, total_ctx = 0, total_q = 0;
+  for (const SeqSpec& s : c.seqs) {
+    total_pages += (s.start + s.n_tokens + 63) / 64;
+    total_ctx += s.start + s.n_tokens;
+    total_q += s.n_tokens;
+  }
+  std::vector<int32_t> perm(size_t(total_pages) + 3);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::mt19937 rng(seed);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  const int n_pages = int(perm.size());
+  std::vector<std::vector<int32_t>> tables;
+  {
+    size_t next = 0;
+    for (const SeqSpec& s : c.seqs) {
+      const int np = (s.start + s.n_tokens + 63) / 64;
+      tables.emplace_back(perm.begin() + long(next), perm.begin() + long(next) + np);
+      next += size_t(np);
+    }
+  }
+  // K/V source rows for every cached position, appended by the GPU kernel.
+  const int ld = 2 * nkv * d;
+  std::vector<float> kv = test::random_floats(size_t(total_ctx) * ld, seed);
+  std::vector<int32_t> tok_page, tok_slot;
+  for (size_t s = 0; s < c.seqs.size(); ++s)
+    for (int p = 0; p < c.seqs[s].start + c.seqs[s].n_tokens; ++p) {
+      tok_page.push_back(tables[s][size_t(p / 64)]);
+      tok_slot.push_back(p % 64);
+    }
+  DevBuf<float> d_kv;
+  d_kv.upload(kv);
+  DevBuf<int32_t> d_page, d_slot;
+  d_page.upload(tok_page);
+  d_slot.upload(tok_slot);
+  DevBuf<uint8_t> k_pool(size_t(n_pages) * nkv * blk), v_pool(size_t(n_pages) * nkv * blk);
+  // NOTE: stale finite garbage in unused slots (the kernel must mask it, not rely on zeros).
+  k_pool.zero();
+  v_pool.zero();
+  {
+    std::vector<uint8_t> junk(k_pool.size());
+    for (size_t i = 0; i < junk.size(); ++i) junk[i] = uint8_t((i * 131 + 7) % 97);
+    k_pool.upload(junk);
+    v_pool.upload(junk);
+  }
+  cuda::KvAppendParams ap;
+  ap.src = d_kv.get();
+  ap.ld = ld;
+  ap.k_col = 0;
+  ap.v_col = nkv * d;
+  ap.tok_page = d_page.get();
+  ap.tok_slot = d_slot.get();
+  ap.k_pool = k_pool.get();
+  ap.v_pool = v_pool.get();
+  ap.n_tokens = total_ctx;
+  ap.n_kv_heads = nkv;
+  ap.head_dim = d;
+  ap.kind = kind;
+  ap.k_rotate = fmt.k.rotation == KvRotation::HadamardHead;
+  cuda::launch_kv_append(ap, nullptr);
+
+  // Queries (fp32, post rope in a real forward) and the output.
+  std::vector<float> q = test::random_floats(size_t(total_q) * nh * d, seed + 1);
+  for (float& v : q) v *= c.q_scale;
+  const int q_ld = nh * d + 5 * d;  // a wider row, as in the fused qkv buffer
+  std::vector<float> q_wide(size_t(total_q) * q_ld, 0.0f);
+  for (int t = 0; t < total_q; ++t)
+    std::copy(q.begin() + long(t) * nh * d, q.begin() + long(t + 1) * nh * d, q_wide.begin() + long(t) * q_ld);
+  DevBuf<float> d_q;
+  d_q.upload(q_wide);
+  DevBuf<uint16_t> d_out(size_t(total_q) * nh * d);
+  d_out.poison();
+
+  cuda::AttnShape sh{nh, nkv, d, kind, int(fmt.k.rotation), int(fmt.v.rotation)};
+  cuda::PagedAttention attn(sh);
+  attn.force_splits(c.forced_splits);
+  std::vector<cuda::AttnSeq> seqs;
+  {
+    int tok0 = 0;
+    for (size_t s = 0; s < c.seqs.size(); ++s) {
+      seqs.push_back({tok0, c.seqs[s].n_tokens, c.seqs[s].start, tables[s].data(), int(tables[s].size())});
+      tok0 += c.seqs[s].n_tokens;
+    }
+  }
+  attn.plan(seqs.data(), int(seqs.size()), total_q, nullptr);
+  attn.run(d_q.get(), q_ld, k_pool.get(), v_pool.get(), d_out.get(), nh * d, nullptr);
+  const std::vector<uint16_t> out = d_out.download();
+  const std::vector<uint8_t> kh = k_pool.download(), vh = v_pool.download();
+
+  // Reference on the decoded cache.
+  const size_t code_b = cuda::cache_code_bytes(kind, d), scale_b = cuda::cache_scale_bytes(kind, d);
+  auto decode = [&](const std::vector<uint8_t>& pool, const KvSideCodec& codec, int page, int h, int slot,
+                    float* dst) {
+    const uint8_t* b = pool.data() + (size_t(page) * nkv + h) * blk;
+    std::vector<uint8_t> row(b + size_t(slot) * code_b, b + size_t(slot + 1) * code_b);
+    row.insert(row.end(), b + 64 * code_b + size_t(slot) * scale_b, b + 64 * code_b + size_t(slot + 1) * scale_b);
+    codec.decode(row.data(), d, dst);
+  };
+  double err2 = 0, ref2 = 0, max_err = 0;
+  int tok0 = 0;
+  for (size_t s = 0; s < c.seqs.size(); ++s) {
+    const int n_ctx = c.seqs[s].start + c.seqs[s].n_tokens;
+    std::vector<float> K(size_t(nkv) * n_ctx * d), V(size_t(nkv) * n_ctx * d);
+    for (int h = 0; h < nkv; ++h)
+      for (int p = 0; p < n_ctx; ++p) {
+        decode(kh, fmt.k, tables[s][size_t(p / 64)], h, p % 64, K.data() + (size_t(h) * n_ctx + p) * d);
+        decode(vh, fmt.v, tables[s][size_t(p / 64)], h, p % 64, V.data() + (size_t(h) * n_ctx + p) * d);
+      }
+    for (int i = 0; i < c.seqs[s].n_tokens; ++i) {
+      for (int hq = 0; hq < nh; ++hq) {
+        const int h = hq / g, n_keys = c.seqs[s].start + i + 1;
+        std::vector<float> qr(q.begin() + (long(tok0 + i) * nh + hq) * d, q.begin() + (long(tok0 + i) * nh + hq + 1) * d);
+        rotate_kv(fmt.k.rotation, qr.data(), d);
+        std::vector<double> sc(static_cast<size_t>(n_keys));
+        double mx = -1e300;
+        for (int p = 0; p < n_keys; ++p) {
+          double dot = 0;
+          for (int j = 0; j < d; ++j) dot += double(qr[size_t(j)]) * K[(size_t(h) * n_ctx + p) * d + j];
+          sc[size_t(p)] = dot / std::sqrt(double(d));
+          mx = std::max(mx, sc[size_t(p)]);
+        }
+        double den = 0;
+        for (double& v : sc) den += (v = std::exp(v - mx));
+        std::vector<double> o(size_t(d), 0.0);
+        for (int p = 0; p < n_keys; ++p)
+          for (int j = 0; j < d; ++j) o[size_t(j)] += sc[size_t(p)] / den * V[(size_t(h) * n_ctx + p) * d + j];
+        std::vector<float> of(o.begin(), o.end());
+        rotate_kv(fmt.v.rotation, of.data(), d);
+        for (int j = 0; j < d; ++j) {
+          const float got = test::bf16f(out[(size_t(tok0 + i) * nh + hq) * d + j]);
+          ASSERT_FALSE(std::isnan(got)) << "unwritten or NaN output at seq " << s << " token " << i << " head " << hq;
+          const double e = std::fabs(double(got) - of[size_t(j)]);
+          max_err = std::max(max_err, e);
+          err2 += e * e;
+          ref2 += double(of[size_t(j)]) * of[size_t(j)];
+        }
+      }
+    }
+    tok0 += c.seqs[s].n_tokens;
+  }
+  const double rel = std::sqrt(err2 / std::max(ref2, 1e-30));
+  EXPECT_LE(max_err, 2e-2) << "splits used: " << attn.splits(0) << "/" << attn.splits(1);
+  EXPECT_LE(rel, 1e-2) << "splits used: " << attn.splits(0) << "/" << attn.splits(1);
+  std::printf("[ attn ] %-28s max_err %.2e rel_l2 %.2e splits %d/%d\n", c.name, max_err, rel, attn.splits(0),
+              attn.splits(1));
+}
+
+// Lengths at page boundaries +-1, decode (1-3 tokens) and prefill chunks mixed in one batch.
+const std::vector<SeqSpec> kMixed = {{0, 1}, {62, 1}, {63, 1}, {64, 1}, {127, 2}, {200, 3}, {0, 65}, {129, 70}};
+const std::vector<SeqSpec> kLong = {{5000, 1}, {4095, 1}, {3000, 2}};
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PagedAttentionTest,
+    ::testing::Values(
+        AttnCase{"bf16_d128_g4_mixed", "bf16", 128, 8, 2, kMixed, 0, 3.0f},
+        AttnCase{"bf16_d64_g1_mixed", "bf16", 64, 4, 4, kMixed, 0, 3.0f},
+        AttnCase{"bf16_d256_g8_mixed", "bf16", 256, 16, 2, kMixed, 0, 3.0f},
+        AttnCase{"bf16_d128_g3_mixed", "bf16", 128, 12, 4, kMixed, 0, 3.0f},
+        AttnCase{"bf16_d128_g4_long_auto", "bf16", 128, 32, 8, kLong, 0, 3.0f},
+        AttnCase{"bf16_d128_g4_long_split7", "bf16", 128, 8, 2, kLong, 7, 3.0f},
+        AttnCase{"bf16_d256_g4_long_split3", "bf16", 256, 8, 2, kLong, 3, 3.0f},
+        AttnCase{"bf16_d128_peaky", "bf16", 128, 8, 2, kMixed, 2, 12.0f},
+        AttnCase{"int8_d128_g4_mixed", "int8", 128, 8, 2, kMixed, 0, 3.0f},
+        AttnCase{"int8_d64_g1_mixed", "int8", 64, 4, 4, kMixed, 0, 3.0f},
+        AttnCase{"int8_d256_g8_mixed", "int8", 256, 16, 2, kMixed, 0, 3.0f},
+        AttnCase{"int8_d128_g4_long_auto", "int8", 128, 32, 8, kLong, 0, 3.0f},
+        AttnCase{"int8_d256_g4_long_split5", "int8", 256, 8, 2, kLong, 5, 3.0f}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// Batch invariance of the kernel: a sequence's output does not depend on what else is in
+// the batch or on the physical pages (bitwise, same number of splits).
+TEST(PagedAttentionProps, ResultIndependentOfBatchAndPagePlacement) {
+  NINFER_REQUIRE_GPU();
+  const int d = 128, nh = 8, nkv = 2, n_ctx = 300;
+  const size_t blk = cuda::cache_block_bytes(cuda::CacheKind::Bf16, d);
+  const int n_pages = 16;
+  std::vector<float> kv = test::random_floats(size_t(n_ctx) * 2 * nkv * d, 99);
+  std::vector<float> q = test::random_floats(size_t(2) * nh * d, 100);
+  DevBuf<float> d_kv, d_q;
+  d_kv.upload(kv);
+  d_q.upload(q);
+  auto run = [&](const std::vector<int32_t>& table, bool with_other) {
+    DevBuf<uint8_t> kp(size_t(n_pages) * nkv * blk), vp(size_t(n_pages) * nkv * blk);
+    kp.zero();
+    vp.zero();
+    std::vector<int32_t> page, slot;
+    for (int p = 0; p < n_ctx; ++p) {
+      page.push_back(table[size_t(p / 64)]);
+      slot.push_back(p % 64);
+    }
+    DevBuf<int32_t> dp, ds;
+    dp.upload(page);
+    ds.upload(slot);
+    cuda::KvAppendParams ap;
+    ap.src = d_kv.get();
+    ap.ld = 2 * nkv * d;
+    ap.k_col = 0;
+    ap.v_col = nkv * d;
+    ap.tok_page = dp.get();
+    ap.tok_slot = ds.get();
+    ap.k_pool = kp.get();
+    ap.v_pool = vp.get();
+    ap.n_tokens = n_ctx;
+    ap.n_kv_heads = nkv;
+    ap.head_dim = d;
+    cuda::launch_kv_append(ap, nullptr);
+    cuda::PagedAttention attn(cuda::AttnShape{nh, nkv, d, cuda::CacheKind::Bf16, 0, 0});
+    attn.force_splits(2);
+    std::vector<cuda::AttnSeq> seqs;
+    seqs.push_back({0, 1, n_ctx - 1, table.data(), int(table.size())});
+    if (with_other) seqs.push_back({1, 1, 10, table.data(), 1});
+    attn.plan(seqs.data(), int(seqs.size()), 2, nullptr);
+    DevBuf<uint16_t> out(size_t(2) * nh * d);
+    out.poison();
+    attn.run(d_q.get(), nh * d, kp.get(), vp.get(), out.get(), nh * d, nullptr);
+    std::vector<uint16_t> o = out.download();
+    o.resize(size_t(nh) * d);
+    return o;
+  };
+  const std::vector<int32_t> ident = {0, 1, 2, 3, 4}, shuffled = {9, 2, 14, 5, 7};
+  const auto a = run(ident, false), b = run(shuffled, false), c2 = run(ident, true);
+  EXPECT_EQ(a, b) << "physical page placement changed the result";
+  EXPECT_EQ(a, c2) << "another sequence in the batch changed the result";
+}
+
+}  // namespace
+}  // namespace ninfer

@@ -1,0 +1,151 @@
+// Forward-pass kernels (ops.h) against the CPU reference kernels (backend/cpu/cpu_ops.h).
+// Tolerances: bf16 outputs may differ from bf16(cpu value) by one bf16 rounding of an fp32
+// value that itself differs by fp32 reassociation (~1e-6 relative): |gpu - cpu| <= 2^-8 |cpu|
+// + 1e-6. Split outputs (hi + lo) carry ~16 significant bits: <= 2^-15 |cpu| + 1e-6. fp32
+// outputs (q/k norm + rope) differ by reassociation and FMA contraction only: <= 1e-5 * max|x|.
+#include <cmath>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/ops.h"
+#include "cuda_test_util.h"
+
+namespace ninfer {
+namespace {
+
+using test::DevBuf;
+
+TEST(CudaOps, RmsNormMatchesCpu) {
+  NINFER_REQUIRE_GPU();
+  for (int dim : {64, 513, 4096}) {
+    const int rows = 7;
+    const uint32_t seed = 11u + uint32_t(dim);
+    SCOPED_TRACE(::testing::Message() << "dim " << dim << " seed " << seed);
+    std::vector<float> x = test::random_floats(size_t(rows) * dim, seed, -4.0f, 4.0f);
+    x[3] = 300.0f;  // outlier
+    std::vector<float> w = test::random_floats(size_t(dim), seed + 1, 0.5f, 1.5f);
+    std::vector<float> ref(x.size());
+    cpu::rmsnorm(x.data(), w.data(), ref.data(), rows, dim, 1e-6f);
+    DevBuf<float> dx, dw;
+    dx.upload(x);
+    dw.upload(w);
+    for (bool split : {false, true}) {
+      DevBuf<uint16_t> out(size_t(rows) * dim * (split ? 2 : 1));
+      out.poison();
+      cuda::launch_rmsnorm_bf16(dx.get(), nullptr, dw.get(), out.get(), rows, dim, 1e-6f, split, nullptr);
+      std::vector<uint16_t> o = out.download();
+      for (size_t i = 0; i < ref.size(); ++i) {
+        float got = test::bf16f(o[i]);
+        if (split) got += test::bf16f(o[ref.size() + i]);
+        const float tol = (split ? 3.1e-5f : 3.9e-3f) * std::fabs(ref[i]) + 1e-6f;
+        ASSERT_NEAR(got, ref[i], tol) << "element " << i << (split ? " (split)" : "");
+      }
+    }
+  }
+}
+
+TEST(CudaOps, RmsNormGathersRows) {
+  NINFER_REQUIRE_GPU();
+  const int dim = 128, rows = 5;
+  std::vector<float> x = test::random_floats(size_t(rows) * dim, 5);
+  std::vector<float> w(size_t(dim), 1.0f);
+  std::vector<int32_t> pick = {4, 1};
+  DevBuf<float> dx, dw;
+  dx.upload(x);
+  dw.upload(w);
+  DevBuf<int32_t> dr;
+  dr.upload(pick);
+  DevBuf<uint16_t> out(size_t(2) * dim);
+  out.poison();
+  cuda::launch_rmsnorm_bf16(dx.get(), dr.get(), dw.get(), out.get(), 2, dim, 1e-5f, false, nullptr);
+  std::vector<uint16_t> o = out.download();
+  for (int r = 0; r < 2; ++r) {
+    std::vector<float> ref(static_cast<size_t>(dim));
+    cpu::rmsnorm(x.data() + size_t(pick[size_t(r)]) * dim, w.data(), ref.data(), 1, dim, 1e-5f);
+    for (int i = 0; i < dim; ++i)
+      ASSERT_NEAR(test::bf16f(o[size_t(r) * dim + i]), ref[size_t(i)], 3.9e-3f * std::fabs(ref[size_t(i)]) + 1e-6f);
+  }
+}
+
+TEST(CudaOps, QkNormRopeMatchesCpu) {
+  NINFER_REQUIRE_GPU();
+  for (int d : {64, 128, 256}) {
+    for (bool qk_norm : {false, true}) {
+      const int nh = 6, nkv = 2, T = 9, ld = (nh + 2 * nkv) * d + 3;
+      const uint32_t seed = 21u + uint32_t(d);
+      SCOPED_TRACE(::testing::Message() << "head_dim " << d << " qk_norm " << qk_norm << " seed " << seed);
+      std::vector<float> qkv = test::random_floats(size_t(T) * ld, seed, -2.0f, 2.0f);
+      std::vector<int32_t> pos = {0, 1, 2, 63, 64, 1000, 4095, 32767, 131071};
+      std::vector<float> qn = test::random_floats(size_t(d), seed + 1, 0.5f, 1.5f);
+      std::vector<float> kn = test::random_floats(size_t(d), seed + 2, 0.5f, 1.5f);
+      const double theta = 1e6;
+      std::vector<float> inv_freq(static_cast<size_t>(d / 2));
+      for (int i = 0; i < d / 2; ++i) inv_freq[size_t(i)] = 1.0f / std::pow(float(theta), float(2 * i) / float(d));
+      std::vector<float> ref = qkv;
+      for (int t = 0; t < T; ++t) {
+        float* row = ref.data() + size_t(t) * ld;
+        if (qk_norm) {
+          cpu::rmsnorm(row, qn.data(), row, nh, d, 1e-6f);
+          cpu::rmsnorm(row + nh * d, kn.data(), row + nh * d, nkv, d, 1e-6f);
+        }
+        cpu::rope_inplace(row, nh, d, pos[size_t(t)], inv_freq.data());
+        cpu::rope_inplace(row + nh * d, nkv, d, pos[size_t(t)], inv_freq.data());
+      }
+      DevBuf<float> dq, dqn, dkn, dif;
+      DevBuf<int32_t> dp;
+      dq.upload(qkv);
+      dqn.upload(qn);
+      dkn.upload(kn);
+      dif.upload(inv_freq);
+      dp.upload(pos);
+      cuda::launch_qk_norm_rope(dq.get(), ld, dp.get(), T, nh, nkv, d, qk_norm ? dqn.get() : nullptr,
+                                qk_norm ? dkn.get() : nullptr, 1e-6f, dif.get(), nullptr);
+      std::vector<float> got = dq.download();
+      float mx = 0;
+      for (float v : ref) mx = std::max(mx, std::fabs(v));
+      for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5f * mx) << "element " << i;
+    }
+  }
+}
+
+TEST(CudaOps, SiluMulMatchesCpu) {
+  NINFER_REQUIRE_GPU();
+  const int T = 5, F = 1000;
+  std::vector<float> gu = test::random_floats(size_t(T) * 2 * F, 31, -8.0f, 8.0f);
+  std::vector<float> ref(size_t(T) * F);
+  for (int t = 0; t < T; ++t)
+    cpu::silu_mul(gu.data() + size_t(t) * 2 * F, gu.data() + size_t(t) * 2 * F + F, ref.data() + size_t(t) * F, size_t(F));
+  DevBuf<float> dg;
+  dg.upload(gu);
+  for (bool split : {false, true}) {
+    DevBuf<uint16_t> out(ref.size() * (split ? 2 : 1));
+    out.poison();
+    cuda::launch_silu_mul_bf16(dg.get(), out.get(), T, F, split, nullptr);
+    std::vector<uint16_t> o = out.download();
+    for (size_t i = 0; i < ref.size(); ++i) {
+      float got = test::bf16f(o[i]);
+      if (split) got += test::bf16f(o[ref.size() + i]);
+      ASSERT_NEAR(got, ref[i], (split ? 3.1e-5f : 3.9e-3f) * std::fabs(ref[i]) + 1e-6f) << "element " << i;
+    }
+  }
+}
+
+TEST(CudaOps, GemmEpilogueAddsHalvesAndBias) {
+  NINFER_REQUIRE_GPU();
+  const int rows = 3, n = 50;
+  std::vector<float> tmp = test::random_floats(size_t(2) * rows * n, 41);
+  std::vector<float> bias = test::random_floats(size_t(n), 42);
+  std::vector<float> dst = test::random_floats(size_t(rows) * n, 43);
+  DevBuf<float> dt, db, dd;
+  dt.upload(tmp);
+  db.upload(bias);
+  dd.upload(dst);
+  cuda::launch_gemm_epilogue(dt.get(), 2, dd.get(), db.get(), rows, n, true, nullptr);
+  std::vector<float> got = dd.download();
+  for (size_t i = 0; i < dst.size(); ++i) {
+    const float want = dst[i] + (tmp[i] + tmp[dst.size() + i] + bias[i % size_t(n)]);
+    ASSERT_FLOAT_EQ(got[i], want);
+  }
+}
+
+}  // namespace
+}  // namespace ninfer
