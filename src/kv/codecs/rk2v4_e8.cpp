@@ -9,8 +9,9 @@
 // D8+1/2 with |a|^2 <= 10, 227 patterns, plus the orbit (5/2,5/2,1/2^6), 28 patterns), and sgn
 // runs over the 128 sign vectors with #negatives = p(a) mod 2 (so sgn (.) a stays in
 // D8 + 1/2). Every coordinate is nonzero, so 7 sign bits are free and the 8th is implied.
-// Measured on i.i.d. Gaussian rows it has normalized MSE 0.0887 (the 65,536 smallest E8
-// points: 0.0880; QuIP#'s partial-orbit E8P: 0.0887; 2-bit Lloyd-Max: 0.1175).
+// Measured on i.i.d. Gaussian rows with one rms scale it has normalized MSE 0.0887 (the 65,536
+// smallest E8 points: 0.0880; QuIP#'s partial-orbit E8P: 0.0887; 2-bit Lloyd-Max: 0.1175);
+// with the two scale candidates below, 0.0881 (docs/BENCHMARKS.md).
 //
 //   leader (desc., x2)  |a|^2  p   extra = sum_k a_k b_k - P8/2 (b sorted desc., P prefix sums)
 //   0  1 1 1 1 1 1 1 1    2    0   0
@@ -298,7 +299,7 @@ void k_decode(const uint8_t* in, int d, float* out) {
 }  // namespace
 
 constinit const KvFormat kRk2v4E8Format{
-    "rk2v4-e8", "K: E8 code 16 bits/8 dims (E8P-W) + fp16 rms scale per 64, rotated H_D; V as rk4v4-e8", 64,
+    "rk2v4-e8", "K: E8 code 16 bits/8 dims (E8P-W) + fp16 scale per 64, rotated H_D; V as rk4v4-e8", 64,
     {KvRotation::HadamardHead, k_bytes, k_encode, k_decode, kPlanes},
     {KvRotation::Hadamard64, e8l32_bytes, e8l32_encode<KvRotation::Hadamard64>, e8l32_decode, kE8L32Planes}};
 
