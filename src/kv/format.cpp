@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "kv/codecs/codecs.h"
+#include "kv/codecs/common.h"
 #include "kv/hadamard.h"
 
 namespace ninfer {
@@ -10,6 +11,17 @@ void KvFormat::check_head_dim(int head_dim) const {
   if (head_dim <= 0 || head_dim % head_dim_multiple != 0) {
     fail("--kv-dtype {} needs head_dim to be a multiple of {}, but the model has head_dim {}",
          name, head_dim_multiple, head_dim);
+  }
+  const bool whole_head = k.rotation == KvRotation::HadamardHead || v.rotation == KvRotation::HadamardHead;
+  if (whole_head && (head_dim & (head_dim - 1)) != 0) {
+    fail("--kv-dtype {} rotates K by the Hadamard matrix H_D, which needs head_dim to be a power "
+         "of two, but the model has head_dim {}",
+         name, head_dim);
+  }
+  // NOTE: the lossy encoders work in a stack buffer of codecs::kMaxHeadDim floats.
+  if (head_dim_multiple > 1 && head_dim > codecs::kMaxHeadDim) {
+    fail("--kv-dtype {} supports head_dim up to {}, but the model has head_dim {}", name,
+         codecs::kMaxHeadDim, head_dim);
   }
 }
 

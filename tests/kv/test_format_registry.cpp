@@ -57,6 +57,8 @@ TEST(KvFormatRegistry, CompressedFormatsNeedMultiplesOf64) {
       EXPECT_EQ(f->head_dim_multiple, 64) << f->name;
       EXPECT_THROW(f->check_head_dim(96), Error);
       EXPECT_NO_THROW(f->check_head_dim(128));
+      EXPECT_THROW(f->check_head_dim(192), Error) << f->name;  // H_D needs a power of two
+      EXPECT_THROW(f->check_head_dim(2048), Error) << f->name;
     }
   }
 }
