@@ -3,37 +3,44 @@
 #include <algorithm>
 #include <cmath>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 namespace ninfer::cpu {
 namespace {
 
-// NOTE: GCC vector extension: 8 floats, one AVX2 register when built for x86-64-v3, two SSE
-// registers otherwise. Sums along k are kept in 8 lanes and reduced at the end, so results
-// differ from a sequential sum by normal fp32 reassociation error (~1e-6 relative).
-typedef float v8 __attribute__((vector_size(32), aligned(4)));
-
-inline float hsum(v8 v) {
-  float s = 0;
-  for (int i = 0; i < 8; ++i) s += v[i];
-  return s;
+// NOTE: the micro-kernel keeps MR x NR accumulators of 8 lanes in registers (AVX2 + FMA
+// when the build targets x86-64-v3, else a portable 8-lane loop the compiler vectorises as it
+// can). Sums along k run in 8 lanes and are reduced at the end, so results differ from a
+// sequential sum by ordinary fp32 reassociation error (~1e-6 relative).
+#if defined(__AVX2__) && defined(__FMA__)
+inline float hsum(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
 }
 
-inline v8 load8(const float* p) {
-  v8 v;
-  __builtin_memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-// Tile of MR rows of x by NR rows of w.
 template <int MR, int NR>
 void tile(const float* x, const float* w, float* y, int ldy, int k, const float* bias) {
-  v8 acc[MR][NR] = {};
+  __m256 acc[MR][NR];
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
   int kk = 0;
   for (; kk + 8 <= k; kk += 8) {
-    v8 xv[MR], wv[NR];
-    for (int i = 0; i < MR; ++i) xv[i] = load8(x + size_t(i) * k + kk);
-    for (int j = 0; j < NR; ++j) wv[j] = load8(w + size_t(j) * k + kk);
-    for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < NR; ++j) acc[i][j] += xv[i] * wv[j];
+    __m256 wv[NR];
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) wv[j] = _mm256_loadu_ps(w + size_t(j) * k + kk);
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) {
+      const __m256 xv = _mm256_loadu_ps(x + size_t(i) * k + kk);
+#pragma GCC unroll 4
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+    }
   }
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
@@ -43,6 +50,25 @@ void tile(const float* x, const float* w, float* y, int ldy, int k, const float*
     }
   }
 }
+#else
+template <int MR, int NR>
+void tile(const float* x, const float* w, float* y, int ldy, int k, const float* bias) {
+  float acc[MR][NR][8] = {};
+  int kk = 0;
+  for (; kk + 8 <= k; kk += 8)
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j)
+        for (int l = 0; l < 8; ++l) acc[i][j][l] += x[size_t(i) * k + kk + l] * w[size_t(j) * k + kk + l];
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) {
+      float s = 0;
+      for (int l = 0; l < 8; ++l) s += acc[i][j][l];
+      for (int t = kk; t < k; ++t) s += x[size_t(i) * k + t] * w[size_t(j) * k + t];
+      y[size_t(i) * ldy + j] = s + (bias ? bias[j] : 0.0f);
+    }
+  }
+}
+#endif
 
 template <int MR>
 void row_block(const float* x, const float* w, const float* bias, float* y, int n, int k, int n0, int n1) {
