@@ -182,7 +182,7 @@ class CudaBackend final : public Backend {
     for (int i = 0; i < half; ++i)
       inv_freq[size_t(i)] = 1.0f / std::pow(float(c_.rope_theta), float(2 * i) / float(d));
     upload(inv_freq_, inv_freq);
-    ensure_tokens(512, 512);
+    ensure_tokens(512, 16);
   }
 
   ~CudaBackend() override {

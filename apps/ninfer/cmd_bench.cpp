@@ -1,0 +1,274 @@
+// `ninfer bench`: end-to-end prefill and decode throughput of a model, or (--attention) one
+// decode step of paged attention alone on synthetic data. Timings are medians after warm-up;
+// the table is printed last; --json also prints one JSON document before it.
+//
+// Model mode: prefill = one sequence of --prompt random tokens fed in --chunk sized forward
+// calls (median of --repeats after one warm-up); decode = --batch sequences, each first
+// prefilled to --depth tokens, then --gen steps of one token per sequence (median step time;
+// two warm-up steps). On the GPU it also prints the memory-bandwidth limit of a decode step:
+// (weight bytes + KV bytes the step reads) / measured copy bandwidth.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "apps/ninfer/command.h"
+#include "core/error.h"
+#include "kv/capacity.h"
+#ifdef NINFER_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace ninfer::app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+std::vector<int> parse_int_list(const std::string& s, const std::string& flag) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      long long v = std::stoll(item, &used);
+      if (used != item.size() || v <= 0 || v > (1LL << 30)) throw std::invalid_argument(item);
+      out.push_back(int(v));
+    } catch (const std::exception&) {
+      fail("{}: '{}' is not a positive integer (expected a comma-separated list like 8192,32768)", flag, item);
+    }
+  }
+  if (out.empty()) fail("{} is empty", flag);
+  return out;
+}
+
+std::vector<std::string> split_names(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+struct BenchCmd {
+  std::string model_dir, device = "auto", kv_dtype = "bf16";
+  int threads = 0, prompt = 512, gen = 32, depth = 0, batch = 1, repeats = 3, chunk = 2048;
+  bool json_out = false;
+  // --attention
+  bool attention = false;
+  std::string ctx_list = "8192,32768,131072", batch_list, heads = "32/8";  // batch_list empty: 1 (model), 1,8 (--attention)
+  int head_dim = 128, n_query = 1;
+};
+
+void run_attention(const BenchCmd& c) {
+#ifndef NINFER_HAVE_CUDA
+  (void)c;
+  fail("bench --attention needs the CUDA backend (this ninfer was built without CUDA)");
+#else
+  if (!cuda_device_available()) fail("bench --attention: no usable CUDA GPU found");
+  const auto ctxs = parse_int_list(c.ctx_list, "--ctx");
+  const auto batches = parse_int_list(c.batch_list.empty() ? "1,8" : c.batch_list, "--batch");
+  int nh = 0, nkv = 0;
+  if (std::sscanf(c.heads.c_str(), "%d/%d", &nh, &nkv) != 2 || nh <= 0 || nkv <= 0)
+    fail("--heads must look like 32/8 (q heads / kv heads), got '{}'", c.heads);
+  const auto formats = split_names(c.kv_dtype);
+  json rows = json::array();
+  struct Row {
+    std::string fmt;
+    int batch, ctx;
+    AttentionBenchResult r;
+  };
+  std::vector<Row> table;
+  std::string dev;
+  for (const std::string& f : formats) {
+    for (int b : batches) {
+      for (int ctx : ctxs) {
+        AttentionBenchConfig cfg;
+        cfg.kv_dtype = f;
+        cfg.ctx = ctx;
+        cfg.batch = b;
+        cfg.n_heads = nh;
+        cfg.n_kv_heads = nkv;
+        cfg.head_dim = c.head_dim;
+        cfg.n_query = c.n_query;
+        cfg.repeats = std::max(20, c.repeats);
+        std::fprintf(stderr, "bench attention: %s batch %d ctx %d ...\n", f.c_str(), b, ctx);
+        AttentionBenchResult r = cuda_bench_decode_attention(cfg);
+        dev = r.device_name;
+        table.push_back({f, b, ctx, r});
+        rows.push_back({{"kv_dtype", f}, {"batch", b}, {"ctx", ctx}, {"n_heads", nh}, {"n_kv_heads", nkv},
+                        {"head_dim", c.head_dim}, {"n_query", c.n_query}, {"median_ms", r.median_ms},
+                        {"min_ms", r.min_ms}, {"kv_bytes", r.kv_bytes}, {"gbps", r.gbps}, {"splits", r.splits}});
+      }
+    }
+  }
+  if (c.json_out) std::printf("%s\n", json{{"bench", "attention"}, {"device", dev}, {"rows", rows}}.dump().c_str());
+  std::printf("decode attention, one step | %s | heads %d/%d head_dim %d, %d query token(s) per sequence\n",
+              dev.c_str(), nh, nkv, c.head_dim, c.n_query);
+  std::printf("%-8s %5s %8s %10s %10s %8s %6s %10s\n", "kv", "batch", "ctx", "ms", "KV MiB", "GB/s", "splits",
+              "vs bf16");
+  for (const Row& r : table) {
+    double ref = 0;
+    for (const Row& o : table)
+      if (o.fmt == "bf16" && o.batch == r.batch && o.ctx == r.ctx) ref = o.r.median_ms;
+    char ratio[32] = "-";
+    if (ref > 0 && r.fmt != "bf16") std::snprintf(ratio, sizeof ratio, "%.2fx", r.r.median_ms / ref);
+    std::printf("%-8s %5d %8d %10.4f %10.1f %8.0f %6d %10s\n", r.fmt.c_str(), r.batch, r.ctx, r.r.median_ms,
+                r.r.kv_bytes / 1048576.0, r.r.gbps, r.r.splits, ratio);
+  }
+#endif
+}
+
+void run_model(const BenchCmd& c) {
+  if (c.model_dir.empty()) fail("bench: -m/--model is required (or use --attention)");
+  if (c.prompt < 0 || c.gen < 0 || c.depth < 0 || c.batch < 1 || c.repeats < 1 || c.chunk < 1)
+    fail("bench: --prompt/--gen/--depth must be >= 0, --batch/--repeats/--chunk >= 1");
+  EngineOptions o;
+  o.device = c.device;
+  o.threads = c.threads;
+  o.kv_dtype = c.kv_dtype;
+  const int64_t longest = std::max<int64_t>(c.prompt, int64_t(std::max(c.depth, 1)) + c.gen + 2);
+  o.max_context = longest + 64;
+  o.kv_capacity = (o.max_context + 64) * std::max(1, c.batch);
+  o.max_sequences = c.batch;
+  o.prefill_chunk = c.chunk;
+  auto eng = Engine::create(c.model_dir, o);
+  const ModelConfig& cfg = eng->config();
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> tok(3, cfg.vocab - 1);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (int32_t& t : v) t = tok(rng);
+    return v;
+  };
+  json out{{"bench", "model"},       {"model", c.model_dir}, {"backend", eng->backend().name()},
+           {"kv_dtype", c.kv_dtype}, {"prompt", c.prompt},   {"gen", c.gen},
+           {"depth", c.depth},       {"batch", c.batch},     {"chunk", c.chunk}};
+  std::vector<float> logits;
+  double prefill_tps = 0, prefill_s = 0;
+  if (c.prompt > 0) {
+    std::vector<double> times;
+    for (int r = 0; r < c.repeats + 1; ++r) {
+      std::fprintf(stderr, "bench: prefill %d tokens, run %d/%d%s\n", c.prompt, r + 1, c.repeats + 1,
+                   r == 0 ? " (warm-up)" : "");
+      const std::vector<int32_t> ids = random_tokens(c.prompt);
+      const int32_t s = eng->new_sequence();
+      const auto t0 = Clock::now();
+      eng->prefill(s, ids, logits);
+      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      eng->free_sequence(s);
+      if (r > 0) times.push_back(dt);
+    }
+    prefill_s = median(times);
+    prefill_tps = c.prompt / prefill_s;
+    out["prefill_seconds"] = prefill_s;
+    out["prefill_tokens_per_s"] = prefill_tps;
+  }
+  double step_ms = 0, decode_tps = 0;
+  if (c.gen > 0) {
+    const int ctx0 = std::max(c.depth, 1);
+    std::vector<int32_t> seqs;
+    for (int b = 0; b < c.batch; ++b) {
+      std::fprintf(stderr, "bench: prefill depth %d for sequence %d/%d\n", ctx0, b + 1, c.batch);
+      const int32_t s = eng->new_sequence();
+      eng->prefill(s, random_tokens(ctx0), logits);
+      seqs.push_back(s);
+    }
+    std::vector<double> steps;
+    std::vector<int32_t> next(seqs.size());
+    std::fprintf(stderr, "bench: decode %d steps of batch %d\n", c.gen + 2, c.batch);
+    for (int i = 0; i < c.gen + 2; ++i) {
+      std::vector<StepItem> items;
+      for (size_t b = 0; b < seqs.size(); ++b) {
+        next[b] = tok(rng);
+        items.push_back(StepItem{seqs[b], {&next[b], 1}, false});
+      }
+      const auto t0 = Clock::now();
+      eng->step(items, logits);
+      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (i >= 2) steps.push_back(dt);
+    }
+    step_ms = median(steps) * 1e3;
+    decode_tps = c.batch / (step_ms * 1e-3);
+    out["decode_step_ms"] = step_ms;
+    out["decode_tokens_per_s"] = decode_tps;
+    out["decode_context"] = ctx0 + c.gen / 2;
+  }
+  double limit_ms = 0, bw = 0, step_bytes = 0;
+#ifdef NINFER_HAVE_CUDA
+  if (eng->backend().name() == "cuda" && c.gen > 0) {
+    bw = cuda_copy_bandwidth();
+    const double kv_tok = double(kv_bytes_per_token(cfg, eng->kv_format()));
+    const double ctx_mean = std::max(c.depth, 1) + c.gen / 2.0;
+    step_bytes = double(eng->backend().memory().weights) + c.batch * ctx_mean * kv_tok;
+    // NOTE: a decode step only reads; the copy bandwidth counts reads + writes, so the read
+    // rate of a copy is the same number (each byte copied is read once and written once at
+    // the same total rate).
+    limit_ms = step_bytes / bw * 1e3;
+    out["copy_bandwidth_gbps"] = bw / 1e9;
+    out["decode_step_bytes"] = step_bytes;
+    out["decode_limit_ms"] = limit_ms;
+    out["decode_vs_limit"] = step_ms / limit_ms;
+  }
+#endif
+  if (c.json_out) std::printf("%s\n", out.dump().c_str());
+  std::printf("bench | %s | backend %s | kv %s | batch %d\n", c.model_dir.c_str(), eng->backend().name().c_str(),
+              c.kv_dtype.c_str(), c.batch);
+  std::printf("%-10s %10s %12s %14s %14s %10s\n", "phase", "tokens", "ctx", "median", "tokens/s", "vs limit");
+  if (c.prompt > 0)
+    std::printf("%-10s %10d %12d %12.1f ms %14.1f %10s\n", "prefill", c.prompt, c.prompt, prefill_s * 1e3, prefill_tps,
+                "-");
+  if (c.gen > 0) {
+    char lim[48] = "-";
+    if (limit_ms > 0) std::snprintf(lim, sizeof lim, "%.2fx", step_ms / limit_ms);
+    std::printf("%-10s %10d %12d %9.3f ms/step %14.1f %10s\n", "decode", c.gen * c.batch, std::max(c.depth, 1) + c.gen / 2,
+                step_ms, decode_tps, lim);
+    if (limit_ms > 0)
+      std::printf("limit: %.2f GB per step (weights + KV) / %.0f GB/s copy bandwidth = %.3f ms/step\n", step_bytes / 1e9,
+                  bw / 1e9, limit_ms);
+  }
+}
+
+RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or decode attention alone (--attention)",
+                          [](CLI::App* app) {
+  auto c = std::make_shared<BenchCmd>();
+  app->add_option("-m,--model", c->model_dir, "Hugging Face model directory");
+  app->add_option("--device", c->device, "cpu, cuda or auto")->capture_default_str();
+  app->add_option("--threads", c->threads, "CPU threads (0: all cores)")->capture_default_str();
+  app->add_option("--kv-dtype", c->kv_dtype, "KV cache format (--attention: a comma-separated list)")
+      ->capture_default_str();
+  app->add_option("--prompt", c->prompt, "prompt tokens for the prefill measurement (0: skip)")->capture_default_str();
+  app->add_option("--gen", c->gen, "decode steps to time (0: skip)")->capture_default_str();
+  app->add_option("--depth", c->depth, "context tokens before decoding starts")->capture_default_str();
+  app->add_option("--batch", c->batch_list, "sequences decoded together (default 1; --attention: a list, default 1,8)");
+  app->add_option("--repeats", c->repeats, "prefill repeats (median reported)")->capture_default_str();
+  app->add_option("--chunk", c->chunk, "prefill tokens per forward call")->capture_default_str();
+  app->add_flag("--json", c->json_out, "also print the results as one JSON document (before the table)");
+  app->add_flag("--attention", c->attention, "benchmark one decode step of paged attention alone");
+  app->add_option("--ctx", c->ctx_list, "--attention: context lengths")->capture_default_str();
+  app->add_option("--heads", c->heads, "--attention: q heads / kv heads")->capture_default_str();
+  app->add_option("--head-dim", c->head_dim, "--attention: head_dim (64, 128, 256)")->capture_default_str();
+  app->add_option("--queries", c->n_query, "--attention: query tokens per sequence")->capture_default_str();
+  app->callback([c]() {
+    if (c->attention) {
+      run_attention(*c);
+    } else {
+      const auto b = parse_int_list(c->batch_list.empty() ? "1" : c->batch_list, "--batch");
+      if (b.size() != 1) fail("--batch takes one value without --attention");
+      BenchCmd m = *c;
+      m.batch = b[0];
+      run_model(m);
+    }
+  });
+});
+
+}  // namespace
+}  // namespace ninfer::app

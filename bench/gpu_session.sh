@@ -1,0 +1,70 @@
+#!/bin/bash
+# One GPU session on a fresh machine, from the repository root (see docs/GPU.md):
+#   bench/gpu_session.sh STAGE...      stages: build test attn sdpa e2e
+# build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
+#        dependencies taken from .carry/deps.tgz when the machine lacks them
+# test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
+# attn:  ninfer bench --attention, bf16 and int8, 3 shapes x ctx x batch -> $OUT/attn_*.jsonl
+# sdpa:  PyTorch SDPA on the same shapes -> $OUT/sdpa.json, then the comparison table
+# e2e:   random Llama-3-8B checkpoint, end-to-end prefill/decode bench -> $OUT/e2e_*.txt
+# Models come from $NINFER_SHARED_DIR (default .carry/shared). Everything logs under $OUT.
+set -u
+OUT=${OUT:-/tmp/ninfer_out}
+mkdir -p "$OUT"
+ROOT=$(pwd)
+export NINFER_SHARED_DIR=${NINFER_SHARED_DIR:-$ROOT/.carry/shared}
+DEPS=/tmp/ninfer_deps
+if [ -f .carry/deps.tgz ] && [ ! -d "$DEPS" ]; then mkdir -p "$DEPS" && tar xzf .carry/deps.tgz -C "$DEPS"; fi
+export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export PKG_CONFIG_LIBDIR="$DEPS/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/usr/share/pkgconfig"
+export PKG_CONFIG_SYSROOT_DIR="$DEPS"
+PKGCONF=$(command -v pkg-config || echo "$DEPS/usr/bin/pkgconf")
+export CUDACXX=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+BIN=$ROOT/build-gpu/bin
+stamp() { echo "=== $(date +%T) $*" | tee -a "$OUT/session.log"; }
+
+for stage in "$@"; do
+  case $stage in
+  build)
+    stamp build
+    nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
+    (cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+        -DCMAKE_PREFIX_PATH="$DEPS/usr" -DPKG_CONFIG_EXECUTABLE="$PKGCONF" -DNINFER_SHARED_DIR="$NINFER_SHARED_DIR" \
+      && ninja -C build-gpu -j16 test_cuda ninfer) > "$OUT/build.log" 2>&1
+    rc=$?
+    grep -E "error|warning: .*cuda|spill" "$OUT/build.log" | head -40
+    if [ $rc -ne 0 ]; then tail -60 "$OUT/build.log"; stamp "build FAILED"; exit 1; fi
+    stamp "build ok" ;;
+  test)
+    stamp test
+    timeout 400 "$BIN/test_cuda" --gtest_color=no > "$OUT/test.log" 2>&1
+    echo "test_cuda exit $?" | tee -a "$OUT/session.log"
+    grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[ (attn|golden|int8)|Failure|error:|Expected|Which is|actual|got " "$OUT/test.log" | head -120 ;;
+  attn)
+    stamp attn
+    for shape in 32/8/128 16/2/256 24/4/256; do
+      IFS=/ read -r hq hkv d <<< "$shape"
+      timeout 300 "$BIN/ninfer" bench --attention --kv-dtype bf16,int8 --ctx 8192,32768,131072 --batch 1,8 \
+        --heads "$hq/$hkv" --head-dim "$d" --json > "$OUT/attn_${hq}_${hkv}_${d}.jsonl" 2> "$OUT/attn_err.log"
+      echo "attention $shape exit $?"; grep -v "^{" "$OUT/attn_${hq}_${hkv}_${d}.jsonl"; tail -3 "$OUT/attn_err.log"
+    done ;;
+  sdpa)
+    stamp sdpa
+    timeout 300 python3 bench/sdpa_decode_attention.py --shapes 32/8/128,16/2/256,24/4/256 --ctx 8192,32768,131072 \
+      --batch 1,8 --json "$OUT/sdpa.json" > "$OUT/sdpa.log" 2>&1
+    echo "sdpa exit $?"
+    python3 bench/compare_attention.py "$OUT/sdpa.json" "$OUT"/attn_*.jsonl | tee "$OUT/compare.txt" ;;
+  e2e)
+    stamp e2e
+    CK=/tmp/llama3-8b-random
+    [ -f $CK/model.safetensors ] || timeout 200 "$BIN/ninfer" make-random-checkpoint -o $CK \
+        --tokenizer-from "$NINFER_SHARED_DIR/models/stories260k" 2>&1 | tail -2
+    timeout 200 "$BIN/ninfer" bench -m $CK --device cuda --prompt 4096 --gen 64 --depth 128 --repeats 3 --chunk 4096 --json \
+      > "$OUT/e2e_short.txt" 2>&1; echo "e2e short exit $?"; tail -6 "$OUT/e2e_short.txt"
+    timeout 300 "$BIN/ninfer" bench -m $CK --device cuda --prompt 32768 --gen 64 --depth 32768 --repeats 1 --chunk 8192 --json \
+      > "$OUT/e2e_32k.txt" 2>&1; echo "e2e 32k exit $?"; tail -6 "$OUT/e2e_32k.txt"
+    stamp "e2e done" ;;
+  *) echo "unknown stage $stage"; exit 2 ;;
+  esac
+done
+stamp done

@@ -1,0 +1,61 @@
+"""Peer baseline: one decode step of attention through PyTorch SDPA on a contiguous bf16 cache
+(the same method as ../shared/baselines/peer_decode_attention.py: one query token per
+sequence, GQA, median of 50 event-timed repeats after 5 warm-ups), over the shapes that
+`ninfer bench --attention` measures. Prints a table and, with --json FILE, writes the rows.
+
+usage: python3 bench/sdpa_decode_attention.py --shapes 32/8/128,16/2/256 --ctx 8192,32768,131072 --batch 1,8 [--json F]
+"""
+import argparse, json
+import torch, torch.nn.functional as F
+
+
+def bench(fn, reps=50):
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(True), torch.cuda.Event(True)
+    ts = []
+    for _ in range(reps):
+        s.record(); fn(); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="32/8/128,16/2/256")
+    ap.add_argument("--ctx", default="8192,32768,131072")
+    ap.add_argument("--batch", default="1,8")
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+    rows = []
+    print(f"device {torch.cuda.get_device_name()}")
+    for shape in a.shapes.split(","):
+        hq, hkv, d = (int(x) for x in shape.split("/"))
+        for B in (int(x) for x in a.batch.split(",")):
+            for L in (int(x) for x in a.ctx.split(",")):
+                q = torch.randn(B, hq, 1, d, dtype=torch.bfloat16, device="cuda")
+                k = torch.randn(B, hkv, L, d, dtype=torch.bfloat16, device="cuda")
+                v = torch.randn_like(k)
+                best = None
+                for name, be in (("flash", torch.nn.attention.SDPBackend.FLASH_ATTENTION),
+                                 ("cudnn", torch.nn.attention.SDPBackend.CUDNN_ATTENTION)):
+                    try:
+                        with torch.nn.attention.sdpa_kernel(be):
+                            ms = bench(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+                    except Exception as ex:  # a backend without a kernel for this shape
+                        print(f"  {name} unsupported for {shape} B{B} L{L}: {str(ex)[:60]}")
+                        continue
+                    gb = 2 * k.numel() * 2 / ms / 1e6
+                    rows.append(dict(n_heads=hq, n_kv_heads=hkv, head_dim=d, batch=B, ctx=L, backend=name,
+                                     median_ms=ms, gbps=gb))
+                    print(f"B{B} hq{hq} hkv{hkv} d{d} {L:7d} {ms:8.4f} ms {gb:7.0f} GB/s {name}")
+                del q, k, v
+                torch.cuda.empty_cache()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f)
+
+
+if __name__ == "__main__":
+    main()

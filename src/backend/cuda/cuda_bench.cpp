@@ -1,0 +1,160 @@
+// Benchmarks that need the GPU directly (cuda_backend.h): copy bandwidth and one decode step
+// of paged attention on synthetic data. Timings use CUDA events around each repeat, after
+// warm-up; medians are reported.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/attention.h"
+#include "backend/cuda/bench_support.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kv_cache.h"
+#include "core/error.h"
+#include "kv/format.h"
+#include "kv/page_table.h"
+
+namespace ninfer {
+namespace {
+
+struct DevMem {
+  void* p = nullptr;
+  explicit DevMem(size_t bytes) {
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      fail("CUDA out of memory allocating {:.1f} MiB for the benchmark", bytes / 1048576.0);
+    }
+  }
+  ~DevMem() { cudaFree(p); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p);
+  }
+};
+
+template <typename F>
+std::vector<float> time_events(F&& fn, int warmup, int repeats) {
+  cudaEvent_t a, b;
+  NINFER_CUDA_CHECK(cudaEventCreate(&a));
+  NINFER_CUDA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < warmup; ++i) fn();
+  NINFER_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> ms;
+  for (int i = 0; i < repeats; ++i) {
+    NINFER_CUDA_CHECK(cudaEventRecord(a, nullptr));
+    fn();
+    NINFER_CUDA_CHECK(cudaEventRecord(b, nullptr));
+    NINFER_CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    NINFER_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms;
+}
+
+}  // namespace
+
+double cuda_copy_bandwidth(size_t bytes) {
+  DevMem a(bytes), b(bytes);
+  NINFER_CUDA_CHECK(cudaMemset(a.p, 1, bytes));
+  const auto ms = time_events([&] { NINFER_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, nullptr)); }, 3, 20);
+  return 2.0 * double(bytes) / (double(ms[ms.size() / 2]) * 1e-3);
+}
+
+AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg) {
+  const KvFormat& fmt = find_kv_format(cfg.kv_dtype);
+  cuda::CacheKind kind;
+  if (fmt.name == "bf16") {
+    kind = cuda::CacheKind::Bf16;
+  } else if (fmt.name == "int8") {
+    kind = cuda::CacheKind::Int8;
+  } else {
+    fail("--kv-dtype {} has no CUDA kernels yet (bench --attention supports bf16 and int8)", fmt.name);
+  }
+  fmt.check_head_dim(cfg.head_dim);
+  if (cfg.n_kv_heads <= 0 || cfg.n_heads % cfg.n_kv_heads != 0)
+    fail("--heads {}/{}: q heads must be a multiple of kv heads", cfg.n_heads, cfg.n_kv_heads);
+  if (cfg.ctx < cfg.n_query || cfg.batch < 1) fail("--ctx and --batch must be positive");
+  const int d = cfg.head_dim, nkv = cfg.n_kv_heads, nh = cfg.n_heads;
+  const int pages_per_seq = (cfg.ctx + kPageSize - 1) / kPageSize;
+  const int n_pages = pages_per_seq * cfg.batch;
+  const size_t blk = cuda::cache_block_bytes(kind, d);
+  const size_t side = size_t(n_pages) * nkv * blk;
+  DevMem kp(side), vp(side);
+  // Physical pages handed out in a shuffled order, as a long-running server would have them.
+  std::vector<int32_t> perm(static_cast<size_t>(n_pages));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::mt19937 rng(uint32_t(cfg.seed));
+  std::shuffle(perm.begin(), perm.end(), rng);
+  // Fill the cache through the append kernel from random rows, 32K tokens at a time.
+  {
+    const int chunk = 32768;
+    const int ld = 2 * nkv * d;
+    DevMem src(size_t(chunk) * ld * 4), pg(size_t(chunk) * 4), sl(size_t(chunk) * 4);
+    std::vector<int32_t> hp, hs;
+    for (int b = 0; b < cfg.batch; ++b) {
+      for (int t0 = 0; t0 < cfg.ctx; t0 += chunk) {
+        const int n = std::min(chunk, cfg.ctx - t0);
+        hp.resize(size_t(n));
+        hs.resize(size_t(n));
+        for (int i = 0; i < n; ++i) {
+          const int p = t0 + i;
+          hp[size_t(i)] = perm[size_t(b * pages_per_seq + p / kPageSize)];
+          hs[size_t(i)] = p % kPageSize;
+        }
+        NINFER_CUDA_CHECK(cudaMemcpy(pg.p, hp.data(), size_t(n) * 4, cudaMemcpyHostToDevice));
+        NINFER_CUDA_CHECK(cudaMemcpy(sl.p, hs.data(), size_t(n) * 4, cudaMemcpyHostToDevice));
+        cuda::launch_fill_uniform(src.as<float>(), size_t(n) * ld, cfg.seed * 1000003u + uint64_t(b) * 7919u + uint64_t(t0),
+                                  1.0f, nullptr);
+        cuda::KvAppendParams ap;
+        ap.src = src.as<float>();
+        ap.ld = ld;
+        ap.k_col = 0;
+        ap.v_col = nkv * d;
+        ap.tok_page = pg.as<int32_t>();
+        ap.tok_slot = sl.as<int32_t>();
+        ap.k_pool = kp.as<uint8_t>();
+        ap.v_pool = vp.as<uint8_t>();
+        ap.n_tokens = n;
+        ap.n_kv_heads = nkv;
+        ap.head_dim = d;
+        ap.kind = kind;
+        ap.k_rotate = fmt.k.rotation == KvRotation::HadamardHead;
+        cuda::launch_kv_append(ap, nullptr);
+      }
+    }
+    NINFER_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  const int T = cfg.batch * cfg.n_query;
+  DevMem q(size_t(T) * nh * d * 4), out(size_t(T) * nh * d * 2);
+  cuda::launch_fill_uniform(q.as<float>(), size_t(T) * nh * d, cfg.seed + 17, 2.0f, nullptr);
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(cfg.batch));
+  std::vector<cuda::AttnSeq> seqs;
+  for (int b = 0; b < cfg.batch; ++b) {
+    tables[size_t(b)].assign(perm.begin() + long(b) * pages_per_seq, perm.begin() + long(b + 1) * pages_per_seq);
+    seqs.push_back({b * cfg.n_query, cfg.n_query, cfg.ctx - cfg.n_query, tables[size_t(b)].data(), pages_per_seq});
+  }
+  cuda::PagedAttention attn(cuda::AttnShape{nh, nkv, d, kind, int(fmt.k.rotation), int(fmt.v.rotation)});
+  attn.plan(seqs.data(), int(seqs.size()), T, nullptr);
+  const auto ms = time_events(
+      [&] { attn.run(q.as<float>(), nh * d, kp.as<uint8_t>(), vp.as<uint8_t>(), out.as<uint16_t>(), nh * d, nullptr); },
+      5, std::max(1, cfg.repeats));
+  AttentionBenchResult r;
+  r.median_ms = ms[ms.size() / 2];
+  r.min_ms = ms.front();
+  r.kv_bytes = double(cfg.batch) * cfg.ctx * nkv * double(fmt.bytes_per_head_token(d));
+  r.gbps = r.kv_bytes / (r.median_ms * 1e-3) / 1e9;
+  r.splits = cfg.n_query * (nh / nkv) <= 16 ? attn.splits(0) : attn.splits(1);
+  cudaDeviceProp prop{};
+  NINFER_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  r.device_name = prop.name;
+  return r;
+}
+
+}  // namespace ninfer
