@@ -34,6 +34,7 @@ struct EngineFlags {
   std::string memory_budget;
   void add(CLI::App* app, bool kv_flags = true);
   EngineOptions options() const;  // validated, --memory-budget parsed
+  EngineOptions options_with_kv_dtype(const std::string& kv_dtype) const;
 };
 
 // Sets the process exit code a command wants (default 0).

@@ -30,8 +30,11 @@ void EngineFlags::add(CLI::App* app, bool kv_flags) {
   }
 }
 
-EngineOptions EngineFlags::options() const {
+EngineOptions EngineFlags::options() const { return options_with_kv_dtype(opt.kv_dtype); }
+
+EngineOptions EngineFlags::options_with_kv_dtype(const std::string& kv_dtype) const {
   EngineOptions o = opt;
+  o.kv_dtype = kv_dtype;
   find_kv_format(o.kv_dtype);  // unknown names list the valid ones
   if (o.threads < 0) fail("--threads must be >= 0, got {}", o.threads);
   if (o.kv_capacity < 0) fail("--kv-capacity must be >= 0, got {}", o.kv_capacity);

@@ -147,61 +147,72 @@ class CpuBackend final : public Backend {
   int n_pages_ = 0;
   size_t k_row_ = 0, v_row_ = 0;
   std::vector<std::vector<uint8_t>> k_pool_, v_pool_;
-  std::vector<float> kd_, vd_;  // decoded K/V of one sequence: [n_kv_heads][n_ctx][head_dim]
+  // Scratch for attend(): decoded K [n_kv_heads][n_ctx][head_dim], decoded V transposed
+  // [n_kv_heads][head_dim][n_ctx], gathered queries, scores and outputs of one KV head.
+  std::vector<float> kd_, vt_, qh_, sc_, oh_;
   KvObserver observer_;
 };
 
+// Attention of one chunk over its sequence's cached tokens, as two matrix products per KV
+// head: S = (scale * R_k q) K^T over all cached positions (future positions are masked after
+// the product), row softmax, O = P V, then O rotated back by the V rotation.
 // q: [n_tokens, q_dim] (post rope); out: [n_tokens, q_dim].
 void CpuBackend::attend(int layer, const SeqChunk& ch, const float* q, float* out) {
   const int d = c_.head_dim, nkv = c_.n_kv_heads, nh = c_.n_heads, group = nh / nkv;
-  const int n_ctx = ch.start_pos + ch.n_tokens;
+  const int n_ctx = ch.start_pos + ch.n_tokens, nt = ch.n_tokens, rows = group * nt;
   kd_.resize(size_t(nkv) * n_ctx * d);
-  vd_.resize(size_t(nkv) * n_ctx * d);
+  vt_.resize(size_t(nkv) * d * n_ctx);
   const KvFormat& fmt = *fmt_;
-#pragma omp parallel for collapse(2) schedule(static) if (int64_t(n_ctx) * nkv * d > 20000)
-  for (int h = 0; h < nkv; ++h) {
-    for (int p = 0; p < n_ctx; ++p) {
-      const int page = ch.block_table[p / kPageSize], slot = p % kPageSize;
-      fmt.k.decode(k_slot(layer, page, h, slot), d, kd_.data() + (size_t(h) * n_ctx + p) * d);
-      fmt.v.decode(v_slot(layer, page, h, slot), d, vd_.data() + (size_t(h) * n_ctx + p) * d);
+#pragma omp parallel
+  {
+    std::vector<float> vrow(static_cast<size_t>(d));
+#pragma omp for collapse(2) schedule(static)
+    for (int h = 0; h < nkv; ++h) {
+      for (int p = 0; p < n_ctx; ++p) {
+        const int page = ch.block_table[p / kPageSize], slot = p % kPageSize;
+        fmt.k.decode(k_slot(layer, page, h, slot), d, kd_.data() + (size_t(h) * n_ctx + p) * d);
+        fmt.v.decode(v_slot(layer, page, h, slot), d, vrow.data());
+        float* vt = vt_.data() + size_t(h) * d * n_ctx;  // [d][n_ctx]
+        for (int i = 0; i < d; ++i) vt[size_t(i) * n_ctx + p] = vrow[size_t(i)];
+      }
     }
   }
   const float scale = 1.0f / std::sqrt(float(d));
-#pragma omp parallel
-  {
-    std::vector<float> scores(static_cast<size_t>(n_ctx)), qr(static_cast<size_t>(d)), acc(static_cast<size_t>(d));
-#pragma omp for collapse(2) schedule(dynamic, 4)
-    for (int t = 0; t < ch.n_tokens; ++t) {
-      for (int hq = 0; hq < nh; ++hq) {
-        const int h = hq / group;
-        const int n_keys = ch.start_pos + t + 1;  // causal
-        std::memcpy(qr.data(), q + size_t(t) * nh * d + size_t(hq) * d, size_t(d) * 4);
-        rotate_kv(fmt.k.rotation, qr.data(), d);
-        const float* K = kd_.data() + size_t(h) * n_ctx * d;
-        const float* V = vd_.data() + size_t(h) * n_ctx * d;
-        float mx = -INFINITY;
-        for (int p = 0; p < n_keys; ++p) {
-          const float* kp = K + size_t(p) * d;
-          float s = 0;
-          for (int i = 0; i < d; ++i) s += qr[size_t(i)] * kp[i];
-          s *= scale;
-          scores[size_t(p)] = s;
-          mx = std::max(mx, s);
-        }
-        double sum = 0;
-        for (int p = 0; p < n_keys; ++p) {
-          scores[size_t(p)] = std::exp(scores[size_t(p)] - mx);
-          sum += scores[size_t(p)];
-        }
-        const float inv = float(1.0 / sum);
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int p = 0; p < n_keys; ++p) {
-          const float wgt = scores[size_t(p)] * inv;
-          const float* vp = V + size_t(p) * d;
-          for (int i = 0; i < d; ++i) acc[size_t(i)] += wgt * vp[i];
-        }
-        rotate_kv(fmt.v.rotation, acc.data(), d);
-        std::memcpy(out + size_t(t) * nh * d + size_t(hq) * d, acc.data(), size_t(d) * 4);
+  qh_.resize(size_t(rows) * d);
+  sc_.resize(size_t(rows) * n_ctx);
+  oh_.resize(size_t(rows) * d);
+  for (int h = 0; h < nkv; ++h) {
+    // Rows ordered (g, t): query head h * group + g at token t.
+    for (int g = 0; g < group; ++g) {
+      for (int t = 0; t < nt; ++t) {
+        float* dst = qh_.data() + (size_t(g) * nt + t) * d;
+        const float* src = q + size_t(t) * nh * d + size_t(h * group + g) * d;
+        for (int i = 0; i < d; ++i) dst[i] = src[i] * scale;
+        rotate_kv(fmt.k.rotation, dst, d);
+      }
+    }
+    cpu::matmul_wt(qh_.data(), kd_.data() + size_t(h) * n_ctx * d, nullptr, sc_.data(), rows, n_ctx, d);
+#pragma omp parallel for schedule(static) if (int64_t(rows) * n_ctx > 20000)
+    for (int r = 0; r < rows; ++r) {
+      const int t = r % nt, n_keys = ch.start_pos + t + 1;  // causal
+      float* srow = sc_.data() + size_t(r) * n_ctx;
+      float mx = -INFINITY;
+      for (int p = 0; p < n_keys; ++p) mx = std::max(mx, srow[p]);
+      double sum = 0;
+      for (int p = 0; p < n_keys; ++p) {
+        srow[p] = std::exp(srow[p] - mx);
+        sum += srow[p];
+      }
+      const float inv = float(1.0 / sum);
+      for (int p = 0; p < n_keys; ++p) srow[p] *= inv;
+      for (int p = n_keys; p < n_ctx; ++p) srow[p] = 0.0f;
+    }
+    cpu::matmul_wt(sc_.data(), vt_.data() + size_t(h) * d * n_ctx, nullptr, oh_.data(), rows, d, n_ctx);
+    for (int g = 0; g < group; ++g) {
+      for (int t = 0; t < nt; ++t) {
+        float* o = oh_.data() + (size_t(g) * nt + t) * d;
+        rotate_kv(fmt.v.rotation, o, d);
+        std::memcpy(out + size_t(t) * nh * d + size_t(h * group + g) * d, o, size_t(d) * 4);
       }
     }
   }
