@@ -4,9 +4,10 @@
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
-# attn:  ninfer bench --attention, bf16 and int8, 3 shapes x ctx x batch -> $OUT/attn_*.jsonl
+# attn:  ninfer bench --attention, bf16 and int8, 3 shapes x ctx x batch -> $OUT/attn.jsonl
 # sdpa:  PyTorch SDPA on the same shapes -> $OUT/sdpa.json, then the comparison table
-# e2e:   random Llama-3-8B checkpoint, end-to-end prefill/decode bench -> $OUT/e2e_*.txt
+# e2e:   random Llama-3-8B checkpoint, end-to-end prefill/decode bench -> $OUT/e2e.txt
+# ncu:   Nsight Compute sections of one bf16 decode-attention launch -> $OUT/ncu.txt
 # Models come from $NINFER_SHARED_DIR (default .carry/shared). Everything logs under $OUT.
 set -u
 OUT=${OUT:-/tmp/ninfer_out}
@@ -27,7 +28,7 @@ for stage in "$@"; do
   case $stage in
   build)
     stamp build
-    nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
+    nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv >> "$OUT/session.log" 2>&1
     (cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
         -DCMAKE_PREFIX_PATH="$DEPS/usr" -DPKG_CONFIG_EXECUTABLE="$PKGCONF" -DNINFER_SHARED_DIR="$NINFER_SHARED_DIR" \
       && ninja -C build-gpu -j16 test_cuda ninfer) > "$OUT/build.log" 2>&1
@@ -42,28 +43,37 @@ for stage in "$@"; do
     grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[ (attn|golden|int8)|Failure|error:|Expected|Which is|actual|got " "$OUT/test.log" | head -120 ;;
   attn)
     stamp attn
+    : > "$OUT/attn.jsonl"
     for shape in 32/8/128 16/2/256 24/4/256; do
       IFS=/ read -r hq hkv d <<< "$shape"
       timeout 300 "$BIN/ninfer" bench --attention --kv-dtype bf16,int8 --ctx 8192,32768,131072 --batch 1,8 \
-        --heads "$hq/$hkv" --head-dim "$d" --json > "$OUT/attn_${hq}_${hkv}_${d}.jsonl" 2> "$OUT/attn_err.log"
-      echo "attention $shape exit $?"; grep -v "^{" "$OUT/attn_${hq}_${hkv}_${d}.jsonl"; tail -3 "$OUT/attn_err.log"
-    done ;;
+        --heads "$hq/$hkv" --head-dim "$d" --json > "$OUT/attn_tmp.txt" 2>> "$OUT/bench.log"
+      echo "attention $shape exit $?"; grep -v "^{" "$OUT/attn_tmp.txt"; grep "^{" "$OUT/attn_tmp.txt" >> "$OUT/attn.jsonl"
+    done
+    rm -f "$OUT/attn_tmp.txt" ;;
   sdpa)
     stamp sdpa
     timeout 300 python3 bench/sdpa_decode_attention.py --shapes 32/8/128,16/2/256,24/4/256 --ctx 8192,32768,131072 \
-      --batch 1,8 --json "$OUT/sdpa.json" > "$OUT/sdpa.log" 2>&1
+      --batch 1,8 --json "$OUT/sdpa.json" >> "$OUT/bench.log" 2>&1
     echo "sdpa exit $?"
-    python3 bench/compare_attention.py "$OUT/sdpa.json" "$OUT"/attn_*.jsonl | tee "$OUT/compare.txt" ;;
+    python3 bench/compare_attention.py "$OUT/sdpa.json" "$OUT/attn.jsonl" | tee -a "$OUT/bench.log" ;;
   e2e)
     stamp e2e
     CK=/tmp/llama3-8b-random
     [ -f $CK/model.safetensors ] || timeout 200 "$BIN/ninfer" make-random-checkpoint -o $CK \
         --tokenizer-from "$NINFER_SHARED_DIR/models/stories260k" 2>&1 | tail -2
     timeout 200 "$BIN/ninfer" bench -m $CK --device cuda --prompt 4096 --gen 64 --depth 128 --repeats 3 --chunk 4096 --json \
-      > "$OUT/e2e_short.txt" 2>&1; echo "e2e short exit $?"; tail -6 "$OUT/e2e_short.txt"
+      > "$OUT/e2e.txt" 2>&1; echo "e2e short exit $?"; tail -6 "$OUT/e2e.txt"
     timeout 300 "$BIN/ninfer" bench -m $CK --device cuda --prompt 32768 --gen 64 --depth 32768 --repeats 1 --chunk 8192 --json \
-      > "$OUT/e2e_32k.txt" 2>&1; echo "e2e 32k exit $?"; tail -6 "$OUT/e2e_32k.txt"
+      >> "$OUT/e2e.txt" 2>&1; echo "e2e 32k exit $?"; tail -6 "$OUT/e2e.txt"
     stamp "e2e done" ;;
+  ncu)
+    stamp ncu
+    timeout 200 ncu --clock-control none -k regex:paged_attention --launch-skip 3 --launch-count 1 \
+      --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis --section Occupancy \
+      "$BIN/ninfer" bench --attention --kv-dtype bf16 --ctx 32768 --batch 8 --heads 32/8 --head-dim 128 \
+      > "$OUT/ncu.txt" 2>&1; echo "ncu exit $?"
+    grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Stall|Warp Cycles|Issued|Registers|L1/TEX Hit|Eligible" "$OUT/ncu.txt" | head -40 ;;
   *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done

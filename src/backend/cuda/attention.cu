@@ -144,8 +144,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
   __syncthreads();
 
   const size_t blk_stride = size_t(L::kBlk);
-  auto load_page = [&](int pg, int stage) {
-    const int page = table[pg];
+  auto load_page = [&](int pg, int page, int stage) {
     const int valid = min(kPage, n_keys - pg * kPage);
     uint8_t* st = big + stage * L::kStage;
     for (int side = 0; side < 2; ++side) {
@@ -178,9 +177,12 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
   const int n_iter = p_end - p_begin;
 #pragma unroll 1
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < n_iter) load_page(p_begin + s, s);
+    if (s < n_iter) load_page(p_begin + s, table[p_begin + s], s);
     cp_async_commit();
   }
+  // NOTE: the page id of the load issued in iteration `it` is read one iteration earlier, so
+  // its global-memory latency overlaps the compute instead of stalling every iteration.
+  int next_page = STAGES - 1 < n_iter ? table[p_begin + STAGES - 1] : 0;
 
 #pragma unroll 1
   for (int it = 0; it < n_iter; ++it) {
@@ -188,8 +190,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
     __syncthreads();
     {
       const int nx = it + STAGES - 1;
-      if (nx < n_iter) load_page(p_begin + nx, nx % STAGES);
+      if (nx < n_iter) load_page(p_begin + nx, next_page, nx % STAGES);
       cp_async_commit();
+      if (nx + 1 < n_iter) next_page = table[p_begin + nx + 1];
     }
     const int pg = p_begin + it;
     const int valid = min(kPage, n_keys - pg * kPage);
@@ -214,10 +217,10 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
             const float sc = __half2float(__ushort_as_half(scales[r * (D / 64) + (c * 8) / 64]));
             const uint2 raw = *reinterpret_cast<const uint2*>(codes + r * D + c * 8);
             const int8_t* b = reinterpret_cast<const int8_t*>(&raw);
-            w.x = pack_bf16x2(float(b[0]) * sc, float(b[1]) * sc);
-            w.y = pack_bf16x2(float(b[2]) * sc, float(b[3]) * sc);
-            w.z = pack_bf16x2(float(b[4]) * sc, float(b[5]) * sc);
-            w.w = pack_bf16x2(float(b[6]) * sc, float(b[7]) * sc);
+            w.x = cvt_bf16x2(float(b[0]) * sc, float(b[1]) * sc);
+            w.y = cvt_bf16x2(float(b[2]) * sc, float(b[3]) * sc);
+            w.z = cvt_bf16x2(float(b[4]) * sc, float(b[5]) * sc);
+            w.w = cvt_bf16x2(float(b[6]) * sc, float(b[7]) * sc);
           }
           *reinterpret_cast<uint4*>(dst + r * D * 2 + swz(r, c) * 16) = w;
         }
@@ -269,12 +272,12 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
       float sum = 0.0f;
       uint16_t* prow = Ps + srow * L::PP + ssub * CPT;
 #pragma unroll
-      for (int c = 0; c < CPT; ++c) {
-        const float s = srow_p[c];
-        const float pv = m_new == -INFINITY ? 0.0f : exp2f(s - m_new);
-        const uint16_t pb = f32_to_bf16_bits(pv);
-        prow[c] = pb;
-        sum += bf16_bits_to_f32(pb);
+      for (int c = 0; c < CPT; c += 2) {
+        const float p0 = m_new == -INFINITY ? 0.0f : exp2f(srow_p[c] - m_new);
+        const float p1 = m_new == -INFINITY ? 0.0f : exp2f(srow_p[c + 1] - m_new);
+        const uint32_t pb = cvt_bf16x2(p0, p1);
+        *reinterpret_cast<uint32_t*>(prow + c) = pb;
+        sum += __uint_as_float(pb << 16) + __uint_as_float(pb & 0xffff0000u);
       }
 #pragma unroll
       for (int off = TPR / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
@@ -355,38 +358,46 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
   }
 }
 
-// Log-sum-exp merge of the splits of one tile: grid (n_work, n_kv_heads), dynamic smem [M][D] fp32.
+// Log-sum-exp merge of the splits: one CTA per output row, grid (n_work, n_kv_heads, M); CTAs
+// whose row is past the tile's end exit. The splits' (m, l) are read once into shared memory,
+// then every thread combines D / kThreads output dims over all splits (coalesced reads).
 template <int D>
-__global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p, int M) {
-  extern __shared__ __align__(16) uint8_t smem_m[];
-  float* Of = reinterpret_cast<float*>(smem_m);
-  const int chunk = p.work[2 * blockIdx.x], row0 = p.work[2 * blockIdx.x + 1];
+__global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
+  __shared__ float w_s[64];
+  __shared__ float row[D];
+  __shared__ float inv_den;
+  const int chunk = p.work[2 * blockIdx.x], gr = p.work[2 * blockIdx.x + 1] + int(blockIdx.z);
   const int kvh = blockIdx.y;
   const int32_t* ci = p.chunks + chunk * kChunkInts;
   const int tok0 = ci[0], n_tok = ci[1];
-  const int g = p.group, R = n_tok * g;
-  const int rows = min(row0 + M, R) - row0;
-  for (int idx = threadIdx.x; idx < rows * D; idx += kThreads) {
-    const int r = idx / D, d = idx % D, gr = row0 + r;
-    const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
+  const int g = p.group;
+  if (gr >= n_tok * g) return;
+  const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
+  if (threadIdx.x < 32) {
     float mx = -INFINITY;
-    for (int s = 0; s < p.n_splits; ++s) mx = fmaxf(mx, p.part_ml[(size_t(s) * p.n_rows_total + grow) * 2]);
-    float num = 0.0f, den = 0.0f;
-    for (int s = 0; s < p.n_splits; ++s) {
+    for (int s = threadIdx.x; s < p.n_splits; s += 32)
+      mx = fmaxf(mx, p.part_ml[(size_t(s) * p.n_rows_total + grow) * 2]);
+    mx = warp_max(mx);
+    float den = 0.0f;
+    for (int s = threadIdx.x; s < p.n_splits; s += 32) {
       const float m = p.part_ml[(size_t(s) * p.n_rows_total + grow) * 2];
-      if (m == -INFINITY) continue;
-      const float w = exp2f(m - mx);
+      const float w = m == -INFINITY ? 0.0f : exp2f(m - mx);
+      w_s[s] = w;
       den += w * p.part_ml[(size_t(s) * p.n_rows_total + grow) * 2 + 1];
-      num += w * p.part_o[(size_t(s) * p.n_rows_total + grow) * D + d];
     }
-    Of[r * D + d] = num / den;
+    den = warp_sum(den);
+    if (threadIdx.x == 0) inv_den = 1.0f / den;
   }
   __syncthreads();
-  smem_rotate<D>(Of, rows, D, p.o_rot);
-  for (int idx = threadIdx.x; idx < rows * D; idx += kThreads) {
-    const int r = idx / D, d = idx % D, gr = row0 + r;
-    p.out[size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + d] = f32_to_bf16_bits(Of[r * D + d]);
+  for (int d = threadIdx.x; d < D; d += kThreads) {
+    float num = 0.0f;
+    for (int s = 0; s < p.n_splits; ++s) num += w_s[s] * p.part_o[(size_t(s) * p.n_rows_total + grow) * D + d];
+    row[d] = num * inv_den;
   }
+  __syncthreads();
+  smem_rotate<D>(row, 1, D, p.o_rot);
+  for (int d = threadIdx.x; d < D; d += kThreads)
+    p.out[size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + d] = f32_to_bf16_bits(row[d]);
 }
 
 template <int D, int KIND, int MT>
@@ -402,13 +413,7 @@ void launch_kernel(const KernelParams& kp, int n_work, cudaStream_t s) {
   paged_attention_kernel<D, KIND, MT><<<grid, kThreads, L::kBytes, s>>>(kp);
   NINFER_CUDA_LAUNCH_CHECK();
   if (kp.n_splits > 1) {
-    const int smem = L::M * D * 4;
-    static bool merge_configured = false;
-    if (!merge_configured) {
-      NINFER_CUDA_CHECK(cudaFuncSetAttribute(merge_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 256 * 4));
-      merge_configured = true;
-    }
-    merge_kernel<D><<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads)), kThreads, smem, s>>>(kp, L::M);
+    merge_kernel<D><<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(L::M)), kThreads, 0, s>>>(kp);
     NINFER_CUDA_LAUNCH_CHECK();
   }
 }
@@ -431,6 +436,24 @@ void dispatch_kind(const KernelParams& kp, CacheKind kind, int cls, int n_work, 
   }
 }
 
+template <int D, int KIND, int MT>
+int occupancy_of() {
+  using L = SmemLayout<D, KIND, MT>;
+  NINFER_CUDA_CHECK(cudaFuncSetAttribute(paged_attention_kernel<D, KIND, MT>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
+  int n = 0;
+  NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, paged_attention_kernel<D, KIND, MT>, kThreads,
+                                                                  L::kBytes));
+  return n;
+}
+
+template <int D>
+int occupancy_d(CacheKind kind, int cls) {
+  constexpr int MTp = D == 256 ? 2 : 4;
+  if (kind == CacheKind::Bf16) return cls == 0 ? occupancy_of<D, 0, 1>() : occupancy_of<D, 0, MTp>();
+  return cls == 0 ? occupancy_of<D, 1, 1>() : occupancy_of<D, 1, MTp>();
+}
+
 int mt_for(int cls, int head_dim) { return cls == 0 ? 1 : (head_dim == 256 ? 2 : 4); }
 
 }  // namespace
@@ -445,6 +468,13 @@ PagedAttention::PagedAttention(const AttnShape& shape) : shape_(shape) {
   NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, dev));
   cls_[0].mt = 1;
   cls_[1].mt = mt_for(1, shape.head_dim);
+  for (int c = 0; c < 2; ++c) {
+    const int d = shape.head_dim;
+    const int occ = d == 64 ? occupancy_d<64>(shape.kind, c)
+                            : (d == 128 ? occupancy_d<128>(shape.kind, c) : occupancy_d<256>(shape.kind, c));
+    if (occ < 1) throw std::runtime_error("CUDA attention kernel cannot be resident (shared memory too large?)");
+    cls_[c].slots = occ * num_sms_;
+  }
 }
 
 PagedAttention::~PagedAttention() {
@@ -492,9 +522,11 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
   off_work[1] = host_meta_.size();
   host_meta_.insert(host_meta_.end(), cls_[1].work.begin(), cls_[1].work.end());
 
-  // Splits: enough CTAs for about two waves of the GPU, at least 4 pages per split (shorter
-  // splits cost more in prologue and merge than they gain), at most 64 splits; prefill-class
-  // partials are bounded to 256 MiB.
+  // Splits: when the (tile, kv head) CTAs do not fill the GPU's resident slots, split the KV
+  // range so that they fill one wave (rounded down: a second, partly filled wave would cost a
+  // whole page walk), keeping at least 4 pages per split (shorter splits cost more in
+  // prologue and merge than they gain) and at most 64; prefill-class partials are bounded to
+  // 256 MiB.
   size_t part_need = 0;
   for (int c = 0; c < 2; ++c) {
     Class& k = cls_[c];
@@ -504,13 +536,12 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
       continue;
     }
     const int ctas = k.n_work * shape_.n_kv_heads;
-    const int target = 2 * num_sms_;
-    int splits = std::max(1, (target + ctas - 1) / ctas);
+    int splits = std::max(1, k.slots / ctas);
     splits = std::min(splits, std::max(1, max_pages[c] / 4));
     splits = std::min(splits, 64);
     const size_t row_bytes = size_t(n_rows_total_) * (size_t(shape_.head_dim) + 2) * 4;
     while (splits > 1 && size_t(splits) * row_bytes > (size_t(256) << 20)) --splits;
-    if (forced_splits_ > 0) splits = forced_splits_;
+    if (forced_splits_ > 0) splits = std::min(forced_splits_, 64);
     k.splits = splits;
     if (splits > 1) part_need = std::max(part_need, size_t(splits) * row_bytes);
   }

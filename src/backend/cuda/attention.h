@@ -78,6 +78,7 @@ class PagedAttention {
     int mt = 1;
     std::vector<int32_t> work;  // host: (chunk, row0) pairs
     int n_work = 0, splits = 1;
+    int slots = 0;  // CTAs of this class resident on the whole GPU at once
     const int32_t* d_work = nullptr;
   };
   AttnShape shape_;
