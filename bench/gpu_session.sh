@@ -62,10 +62,16 @@ for stage in "$@"; do
     CK=/tmp/llama3-8b-random
     [ -f $CK/model.safetensors ] || timeout 200 "$BIN/ninfer" make-random-checkpoint -o $CK \
         --tokenizer-from "$NINFER_SHARED_DIR/models/stories260k" 2>&1 | tail -2
-    timeout 200 "$BIN/ninfer" bench -m $CK --device cuda --prompt 4096 --gen 64 --depth 128 --repeats 3 --chunk 4096 --json \
-      > "$OUT/e2e.txt" 2>&1; echo "e2e short exit $?"; tail -6 "$OUT/e2e.txt"
-    timeout 300 "$BIN/ninfer" bench -m $CK --device cuda --prompt 32768 --gen 64 --depth 32768 --repeats 1 --chunk 8192 --json \
-      >> "$OUT/e2e.txt" 2>&1; echo "e2e 32k exit $?"; tail -6 "$OUT/e2e.txt"
+    run_e2e() {  # label, env, args...
+      local label=$1 envs=$2; shift 2
+      echo "--- $label: $envs ninfer bench $*" >> "$OUT/e2e.txt"
+      env $envs timeout 240 "$BIN/ninfer" bench -m $CK --device cuda --json "$@" >> "$OUT/e2e.txt" 2>&1
+      echo "e2e $label exit $?"; tail -5 "$OUT/e2e.txt"
+    }
+    run_e2e short-bf16 "NINFER_CUDA_GEMV=1" --prompt 4096 --gen 64 --depth 128 --repeats 3 --chunk 4096
+    run_e2e short-bf16-cublas "NINFER_CUDA_GEMV=0" --prompt 0 --gen 64 --depth 128
+    run_e2e 32k-bf16 "NINFER_CUDA_GEMV=1" --prompt 32768 --gen 64 --depth 32768 --repeats 1 --chunk 8192
+    run_e2e 32k-int8 "NINFER_CUDA_GEMV=1" --kv-dtype int8 --prompt 0 --gen 64 --depth 32768 --chunk 8192
     stamp "e2e done" ;;
   ncu)
     stamp ncu

@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/ops.h"
+#include "core/dtype.h"
 #include "cuda_test_util.h"
 
 namespace ninfer {
@@ -144,6 +145,53 @@ TEST(CudaOps, GemmEpilogueAddsHalvesAndBias) {
   for (size_t i = 0; i < dst.size(); ++i) {
     const float want = dst[i] + (tmp[i] + tmp[dst.size() + i] + bias[i % size_t(n)]);
     ASSERT_FLOAT_EQ(got[i], want);
+  }
+}
+
+}  // namespace
+}  // namespace ninfer
+
+namespace ninfer {
+namespace {
+
+// GEMV (decode-sized GEMMs) against the CPU matmul on the same bf16 values: fp32 accumulation
+// in a different order, so |err| <= 1e-5 * sum_k |w x| (reassociation bound for k <= 16384).
+TEST(CudaOps, GemvMatchesCpuMatmul) {
+  NINFER_REQUIRE_GPU();
+  for (int rows : {1, 3, 8}) {
+    for (auto [n, k] : {std::pair{37, 64}, std::pair{1000, 4096}, std::pair{129, 14336}}) {
+      const uint32_t seed = uint32_t(rows * 100003 + n * 31 + k);
+      SCOPED_TRACE(::testing::Message() << "rows " << rows << " n " << n << " k " << k << " seed " << seed);
+      std::vector<float> wf = test::random_floats(size_t(n) * k, seed), xf = test::random_floats(size_t(rows) * k, seed + 1);
+      std::vector<uint16_t> wb(wf.size()), xb(xf.size());
+      for (size_t i = 0; i < wf.size(); ++i) {
+        wb[i] = f32_to_bf16(wf[i]);
+        wf[i] = test::bf16f(wb[i]);
+      }
+      for (size_t i = 0; i < xf.size(); ++i) {
+        xb[i] = f32_to_bf16(xf[i]);
+        xf[i] = test::bf16f(xb[i]);
+      }
+      std::vector<float> ref(size_t(rows) * n), y0 = test::random_floats(size_t(rows) * n, seed + 2);
+      cpu::matmul_wt(xf.data(), wf.data(), nullptr, ref.data(), rows, n, k);
+      DevBuf<uint16_t> dw, dx;
+      dw.upload(wb);
+      dx.upload(xb);
+      for (bool acc : {false, true}) {
+        DevBuf<float> dy;
+        dy.upload(y0);
+        cuda::launch_gemv_bf16(dw.get(), dx.get(), dy.get(), rows, n, k, acc, nullptr);
+        std::vector<float> got = dy.download();
+        for (int t = 0; t < rows; ++t)
+          for (int j = 0; j < n; ++j) {
+            double mag = 0;
+            for (int i = 0; i < k; ++i) mag += std::fabs(double(wf[size_t(j) * k + i]) * xf[size_t(t) * k + i]);
+            const size_t idx = size_t(t) * n + j;
+            const float want = ref[idx] + (acc ? y0[idx] : 0.0f);
+            ASSERT_NEAR(got[idx], want, 1e-5 * mag + 1e-6) << "row " << t << " col " << j << (acc ? " (accumulate)" : "");
+          }
+      }
+    }
   }
 }
 

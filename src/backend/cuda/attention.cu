@@ -101,6 +101,52 @@ __device__ void smem_rotate(float* x, int rows, int pitch, int rot) {
   __syncthreads();
 }
 
+// Output of one tile: Os [rows][OP] fp32 unnormalised O, mfin/lfin per row. One split:
+// normalise, rotate back, write bf16; several: write the partials for the merge kernel.
+template <int D>
+__device__ void write_tile(const KernelParams& p, float* Os, int OP, const float* mfin_s, const float* lfin_s, int rows,
+                           int row0, int tok0, int kvh, int split) {
+  const int g = p.group, tid = threadIdx.x;
+  if (p.n_splits == 1) {
+    smem_rotate<D>(Os, rows, OP, p.o_rot);
+    for (int idx = tid; idx < rows * D; idx += kThreads) {
+      const int r = idx / D, d = idx % D, gr = row0 + r;
+      const float v = Os[r * OP + d] / lfin_s[r];
+      p.out[size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + d] = f32_to_bf16_bits(v);
+    }
+  } else {
+    for (int idx = tid; idx < rows * D; idx += kThreads) {
+      const int r = idx / D, d = idx % D, gr = row0 + r;
+      const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
+      p.part_o[(size_t(split) * p.n_rows_total + grow) * D + d] = Os[r * OP + d];
+    }
+    for (int r = tid; r < rows; r += kThreads) {
+      const int gr = row0 + r;
+      const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
+      p.part_ml[(size_t(split) * p.n_rows_total + grow) * 2] = mfin_s[r];
+      p.part_ml[(size_t(split) * p.n_rows_total + grow) * 2 + 1] = lfin_s[r];
+    }
+  }
+}
+
+// Q rows of a tile: fp32 from global -> Qf (rotated by the K rotation) -> bf16 Qs [M][QP].
+// Rows past the chunk's end are zero. Ends with a barrier.
+template <int D>
+__device__ void load_q_tile(const KernelParams& p, float* Qf, uint16_t* Qs, int QP, int M, int row0, int R, int tok0,
+                            int kvh) {
+  const int g = p.group;
+  for (int idx = threadIdx.x; idx < M * D; idx += kThreads) {
+    const int r = idx / D, d = idx % D, gr = row0 + r;
+    float v = 0.0f;
+    if (gr < R) v = p.q[size_t(tok0 + gr / g) * p.q_ld + size_t(kvh * g + gr % g) * D + d];
+    Qf[idx] = v;
+  }
+  __syncthreads();
+  smem_rotate<D>(Qf, M, D, p.q_rot);
+  for (int idx = threadIdx.x; idx < M * D; idx += kThreads) Qs[(idx / D) * QP + idx % D] = f32_to_bf16_bits(Qf[idx]);
+  __syncthreads();
+}
+
 template <int D, int KIND, int MT>
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams p) {
   using L = SmemLayout<D, KIND, MT>;
@@ -130,18 +176,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
   const int p_begin = min(n_pages, split * pps), p_end = min(n_pages, p_begin + pps);
 
   // ---- Q: fp32 rows -> rotate -> bf16 Qs ----
-  float* Qf = reinterpret_cast<float*>(big);
-  for (int idx = tid; idx < M * D; idx += kThreads) {
-    const int r = idx / D, d = idx % D, gr = row0 + r;
-    float v = 0.0f;
-    if (gr < R) v = p.q[size_t(tok0 + gr / g) * p.q_ld + size_t(kvh * g + gr % g) * D + d];
-    Qf[idx] = v;
-  }
-  __syncthreads();
-  smem_rotate<D>(Qf, M, D, p.q_rot);
-  for (int idx = tid; idx < M * D; idx += kThreads)
-    Qs[(idx / D) * L::QP + idx % D] = f32_to_bf16_bits(Qf[idx]);
-  __syncthreads();
+  load_q_tile<D>(p, reinterpret_cast<float*>(big), Qs, L::QP, M, row0, R, tok0, kvh);
 
   const size_t blk_stride = size_t(L::kBlk);
   auto load_page = [&](int pg, int page, int stage) {
@@ -335,27 +370,267 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
     lfin_s[srow] = l_run;
   }
   __syncthreads();
-  const int rows = row_end - row0;
-  if (p.n_splits == 1) {
-    smem_rotate<D>(Os, rows, OP, p.o_rot);
-    for (int idx = tid; idx < rows * D; idx += kThreads) {
-      const int r = idx / D, d = idx % D, gr = row0 + r;
-      const float v = Os[r * OP + d] / lfin_s[r];
-      p.out[size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + d] = f32_to_bf16_bits(v);
+  write_tile<D>(p, Os, OP, mfin_s, lfin_s, row_end - row0, row0, tok0, kvh, split);
+}
+
+// ---------------------------------------------------------------------------------------
+// Decode-class kernel (tiles of at most 16 rows: a few query tokens x a kv-head group).
+// FlashDecoding-style, warp-independent page walk: warp w owns keys [16 w, 16 w + 16) of
+// every page of the CTA's split. It streams its 16-row K and V slices through its own
+// cp.async ring (int8 slices are dequantised to bf16 in a warp-private tile), computes the
+// 16 x 16 scores with two MMAs per k-step, runs the online softmax in registers (the score
+// accumulators are re-packed as the bf16 A operand of P V, the FA2 identity), and keeps its
+// own O [16][D] in registers. No CTA barrier inside the page loop; the four warps combine
+// their (max, sum, O) once at the end.
+template <int D, int KIND>
+struct DecodeLayout {
+  static constexpr int STAGES = KIND == 0 ? (D == 64 ? 4 : 3) : (D == 256 ? 3 : 4);
+  static constexpr int kSliceCodes = KIND == 0 ? 16 * D * 2 : 16 * D;    // one side's 16 rows
+  static constexpr int kSliceScales = KIND == 0 ? 0 : 16 * (D / 32);     // bytes
+  static constexpr int kSide = kSliceCodes + kSliceScales;
+  static constexpr int kSlice = 2 * kSide;                               // K then V
+  static constexpr int kTile = 16 * D * 2;                               // bf16 working tile
+  static constexpr int kWarp = STAGES * kSlice + (KIND == 1 ? 2 * kTile : 0);
+  static constexpr int kRing = 4 * kWarp;
+  static constexpr int kQf = 16 * D * 4;
+  static constexpr int kOw = 4 * 16 * D * 4;
+  static constexpr int kBig0 = kRing > kQf ? kRing : kQf;
+  static constexpr int kBig = kBig0 > kOw ? kBig0 : kOw;
+  static constexpr int QP = D + 8;
+  static constexpr int oQs = (kBig + 127) / 128 * 128;
+  static constexpr int oRow = oQs + 16 * QP * 2;
+  static constexpr int kBytes = oRow + (4 * 16 * 2 + 2 * 16) * 4;
+};
+
+template <int D, int KIND>
+__global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams p) {
+  using L = DecodeLayout<D, KIND>;
+  constexpr int STAGES = L::STAGES, CPR = D / 8, NT = D / 8;
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* big = smem;
+  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem + L::oQs);
+  float* m_w = reinterpret_cast<float*>(smem + L::oRow);  // [4][16]
+  float* l_w = m_w + 64;                                   // [4][16]
+  float* mfin_s = l_w + 64;                                // [16]
+  float* lfin_s = mfin_s + 16;                             // [16]
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int gq = lane / 4, cq = lane % 4;
+  const int chunk = p.work[2 * blockIdx.x], row0 = p.work[2 * blockIdx.x + 1];
+  const int kvh = blockIdx.y, split = blockIdx.z;
+  const int32_t* ci = p.chunks + chunk * kChunkInts;
+  const int tok0 = ci[0], n_tok = ci[1], start = ci[2];
+  const int32_t* table = p.tables + ci[3];
+  const int g = p.group;
+  const int R = n_tok * g;
+  const int row_end = min(row0 + 16, R);
+  const int n_keys = start + (row_end - 1) / g + 1;
+  const int n_pages = (n_keys + kPage - 1) / kPage;
+  const int pps = (n_pages + p.n_splits - 1) / p.n_splits;
+  const int p_begin = min(n_pages, split * pps), p_end = min(n_pages, p_begin + pps);
+  const int n_iter = p_end - p_begin;
+
+  load_q_tile<D>(p, reinterpret_cast<float*>(big), Qs, L::QP, 16, row0, R, tok0, kvh);
+
+  // Causal limits of this thread's two rows (gq and gq + 8); rows past R see no key.
+  const int lim0 = row0 + gq < R ? start + (row0 + gq) / g : -1;
+  const int lim1 = row0 + gq + 8 < R ? start + (row0 + gq + 8) / g : -1;
+
+  uint8_t* ring = big + warp * L::kWarp;
+  const size_t blk = size_t(KIND == 0 ? kPage * D * 2 : kPage * (D + D / 32));
+  auto load_slice = [&](int pg, int page, int stage) {
+    const int valid = min(16, n_keys - pg * kPage - warp * 16);  // may be <= 0
+    uint8_t* dst = ring + stage * L::kSlice;
+    for (int side = 0; side < 2; ++side) {
+      const uint8_t* b = (side == 0 ? p.k_pool : p.v_pool) + (size_t(page) * p.n_kv_heads + kvh) * blk;
+      uint8_t* d = dst + side * L::kSide;
+      if constexpr (KIND == 0) {
+        const uint8_t* src = b + size_t(warp * 16) * D * 2;
+        for (int u = lane; u < 16 * CPR; u += 32) {
+          const int r = u / CPR, c = u % CPR;
+          cp_async16(d + r * D * 2 + swz(r, c) * 16, src + r * D * 2 + c * 16, r < valid ? 16 : 0);
+        }
+      } else {
+        const uint8_t* codes = b + size_t(warp * 16) * D;
+        for (int u = lane; u < D; u += 32) cp_async16(d + u * 16, codes + u * 16, 16);
+        const uint8_t* sc = b + size_t(kPage) * D + size_t(warp * 16) * (D / 32);
+        for (int u = lane; u < D / 32; u += 32) cp_async16(d + 16 * D + u * 16, sc + u * 16, 16);
+      }
     }
-  } else {
-    for (int idx = tid; idx < rows * D; idx += kThreads) {
-      const int r = idx / D, d = idx % D, gr = row0 + r;
-      const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
-      p.part_o[(size_t(split) * p.n_rows_total + grow) * D + d] = Os[r * OP + d];
+  };
+
+  float o[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+#pragma unroll 1
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < n_iter) load_slice(p_begin + s, table[p_begin + s], s);
+    cp_async_commit();
+  }
+  int next_page = STAGES - 1 < n_iter ? table[p_begin + STAGES - 1] : 0;
+
+#pragma unroll 1
+  for (int it = 0; it < n_iter; ++it) {
+    cp_async_wait<STAGES - 2>();
+    __syncwarp();
+    {
+      const int nx = it + STAGES - 1;
+      if (nx < n_iter) load_slice(p_begin + nx, next_page, nx % STAGES);
+      cp_async_commit();
+      if (nx + 1 < n_iter) next_page = table[p_begin + nx + 1];
     }
-    for (int r = tid; r < rows; r += kThreads) {
-      const int gr = row0 + r;
-      const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
-      p.part_ml[(size_t(split) * p.n_rows_total + grow) * 2] = mfin_s[r];
-      p.part_ml[(size_t(split) * p.n_rows_total + grow) * 2 + 1] = lfin_s[r];
+    const int pg = p_begin + it;
+    const int key0 = pg * kPage + warp * 16;
+    if (key0 >= n_keys) continue;  // this warp's slice of the last page is empty
+    const uint8_t* st = ring + (it % STAGES) * L::kSlice;
+    const uint8_t* Kt;
+    const uint8_t* Vt;
+    if constexpr (KIND == 0) {
+      Kt = st;
+      Vt = st + L::kSide;
+    } else {
+      uint8_t* Kw = ring + STAGES * L::kSlice;
+      uint8_t* Vw = Kw + L::kTile;
+      const int valid = n_keys - key0;
+      for (int side = 0; side < 2; ++side) {
+        const int8_t* codes = reinterpret_cast<const int8_t*>(st + side * L::kSide);
+        const uint16_t* scales = reinterpret_cast<const uint16_t*>(st + side * L::kSide + 16 * D);
+        uint8_t* dst = side == 0 ? Kw : Vw;
+#pragma unroll
+        for (int u = lane; u < 16 * CPR; u += 32) {
+          const int r = u / CPR, c = u % CPR;
+          uint4 w = make_uint4(0, 0, 0, 0);
+          if (r < valid) {
+            const float sc = __half2float(__ushort_as_half(scales[r * (D / 64) + c / 8]));
+            const uint2 raw = *reinterpret_cast<const uint2*>(codes + r * D + c * 8);
+            const int8_t* b = reinterpret_cast<const int8_t*>(&raw);
+            w.x = cvt_bf16x2(float(b[0]) * sc, float(b[1]) * sc);
+            w.y = cvt_bf16x2(float(b[2]) * sc, float(b[3]) * sc);
+            w.z = cvt_bf16x2(float(b[4]) * sc, float(b[5]) * sc);
+            w.w = cvt_bf16x2(float(b[6]) * sc, float(b[7]) * sc);
+          }
+          *reinterpret_cast<uint4*>(dst + r * D * 2 + swz(r, c) * 16) = w;
+        }
+      }
+      __syncwarp();
+      Kt = Kw;
+      Vt = Vw;
+    }
+
+    // S = Q K^T: 16 rows x 16 keys.
+    float acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      uint32_t a[4], b[4];
+      ldmatrix_x4(a, Qs + (lane % 16) * L::QP + ks * 16 + (lane / 16) * 8);
+      const int kr = (lane / 16) * 8 + lane % 8;
+      ldmatrix_x4(b, Kt + kr * D * 2 + swz(kr, ks * 2 + (lane / 8) % 2) * 16);
+      mma_bf16_16816(acc[0], a, b[0], b[1]);
+      mma_bf16_16816(acc[1], a, b[2], b[3]);
+    }
+    // Mask, scale (log2 domain), online softmax for rows gq (e = 0, 1) and gq + 8 (e = 2, 3).
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + j * 8 + 2 * cq + (e % 2);
+        const bool ok = key <= (e < 2 ? lim0 : lim1);
+        const float v = ok ? acc[j][e] * p.scale_log2 : -INFINITY;
+        acc[j][e] = v;
+        if (e < 2) mx0 = fmaxf(mx0, v);
+        else mx1 = fmaxf(mx1, v);
+      }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float al0 = mn0 == -INFINITY ? 1.0f : exp2f(m0 - mn0);
+    const float al1 = mn1 == -INFINITY ? 1.0f : exp2f(m1 - mn1);
+    m0 = mn0;
+    m1 = mn1;
+    float pr[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float mref = e < 2 ? mn0 : mn1;
+        pr[j][e] = mref == -INFINITY ? 0.0f : exp2f(acc[j][e] - mref);
+      }
+    uint32_t pa[4];
+    pa[0] = cvt_bf16x2(pr[0][0], pr[0][1]);
+    pa[1] = cvt_bf16x2(pr[0][2], pr[0][3]);
+    pa[2] = cvt_bf16x2(pr[1][0], pr[1][1]);
+    pa[3] = cvt_bf16x2(pr[1][2], pr[1][3]);
+    auto hsum = [](uint32_t v) { return __uint_as_float(v << 16) + __uint_as_float(v & 0xffff0000u); };
+    l0 = l0 * al0 + hsum(pa[0]) + hsum(pa[2]);
+    l1 = l1 * al1 + hsum(pa[1]) + hsum(pa[3]);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      o[nt][0] *= al0;
+      o[nt][1] *= al0;
+      o[nt][2] *= al1;
+      o[nt][3] *= al1;
+    }
+    // O += P V over all D dims.
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      uint32_t b[4];
+      const int vr = ((lane / 8) % 2) * 8 + lane % 8;
+      ldmatrix_x4_trans(b, Vt + vr * D * 2 + swz(vr, np * 2 + lane / 16) * 16);
+      mma_bf16_16816(o[2 * np], pa, b[0], b[1]);
+      mma_bf16_16816(o[2 * np + 1], pa, b[2], b[3]);
     }
   }
+  cp_async_wait<0>();
+  // Row sums were kept per thread; reduce over the quad.
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  __syncthreads();  // all warps are done with their rings: `big` becomes the O exchange
+  float* Ow = reinterpret_cast<float*>(big);  // [4][16][D]
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = gq + (e / 2) * 8, c = nt * 8 + 2 * cq + (e % 2);
+      Ow[(warp * 16 + r) * D + c] = o[nt][e];
+    }
+  if (cq == 0) {
+    m_w[warp * 16 + gq] = m0;
+    m_w[warp * 16 + gq + 8] = m1;
+    l_w[warp * 16 + gq] = l0;
+    l_w[warp * 16 + gq + 8] = l1;
+  }
+  __syncthreads();
+  if (tid < 16) {
+    float M = -INFINITY;
+    for (int w = 0; w < 4; ++w) M = fmaxf(M, m_w[w * 16 + tid]);
+    float Lsum = 0.0f;
+    for (int w = 0; w < 4; ++w) {
+      const float mw = m_w[w * 16 + tid];
+      const float f = mw == -INFINITY ? 0.0f : exp2f(mw - M);
+      m_w[w * 16 + tid] = f;  // now the warp's weight
+      Lsum += f * l_w[w * 16 + tid];
+    }
+    mfin_s[tid] = M;
+    lfin_s[tid] = Lsum;
+  }
+  __syncthreads();
+  // Combine in place into warp 0's slot: Os = Ow[0] with pitch D.
+  for (int idx = tid; idx < 16 * D; idx += kThreads) {
+    const int r = idx / D;
+    float v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) v += m_w[w * 16 + r] * Ow[w * 16 * D + idx];
+    Ow[idx] = v;
+  }
+  __syncthreads();
+  write_tile<D>(p, Ow, D, mfin_s, lfin_s, row_end - row0, row0, tok0, kvh, split);
 }
 
 // Log-sum-exp merge of the splits: one CTA per output row, grid (n_work, n_kv_heads, M); CTAs
@@ -419,9 +694,27 @@ void launch_kernel(const KernelParams& kp, int n_work, cudaStream_t s) {
 }
 
 template <int D, int KIND>
+void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
+  using L = DecodeLayout<D, KIND>;
+  static bool configured = false;
+  if (!configured) {
+    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, KIND>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
+    configured = true;
+  }
+  const dim3 grid(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(kp.n_splits));
+  decode_attention_kernel<D, KIND><<<grid, kThreads, L::kBytes, s>>>(kp);
+  NINFER_CUDA_LAUNCH_CHECK();
+  if (kp.n_splits > 1) {
+    merge_kernel<D><<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), 16u), kThreads, 0, s>>>(kp);
+    NINFER_CUDA_LAUNCH_CHECK();
+  }
+}
+
+template <int D, int KIND>
 void dispatch_mt(const KernelParams& kp, int cls, int n_work, cudaStream_t s) {
   if (cls == 0) {
-    launch_kernel<D, KIND, 1>(kp, n_work, s);
+    launch_decode<D, KIND>(kp, n_work, s);
   } else {
     launch_kernel<D, KIND, (D == 256 ? 2 : 4)>(kp, n_work, s);
   }
@@ -447,11 +740,22 @@ int occupancy_of() {
   return n;
 }
 
+template <int D, int KIND>
+int occupancy_decode() {
+  using L = DecodeLayout<D, KIND>;
+  NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, KIND>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
+  int n = 0;
+  NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<D, KIND>, kThreads,
+                                                                  L::kBytes));
+  return n;
+}
+
 template <int D>
 int occupancy_d(CacheKind kind, int cls) {
   constexpr int MTp = D == 256 ? 2 : 4;
-  if (kind == CacheKind::Bf16) return cls == 0 ? occupancy_of<D, 0, 1>() : occupancy_of<D, 0, MTp>();
-  return cls == 0 ? occupancy_of<D, 1, 1>() : occupancy_of<D, 1, MTp>();
+  if (kind == CacheKind::Bf16) return cls == 0 ? occupancy_decode<D, 0>() : occupancy_of<D, 0, MTp>();
+  return cls == 0 ? occupancy_decode<D, 1>() : occupancy_of<D, 1, MTp>();
 }
 
 int mt_for(int cls, int head_dim) { return cls == 0 ? 1 : (head_dim == 256 ? 2 : 4); }

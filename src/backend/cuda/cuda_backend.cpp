@@ -158,6 +158,7 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(const Model& model, const CudaBackendOptions& opt) : c_(model.config) {
     mode_ = mode_from_env(opt);
+    if (const char* e = std::getenv("NINFER_CUDA_GEMV")) use_gemv_ = std::string(e) != "0";
     const int d = c_.head_dim;
     if (d != 64 && d != 128 && d != 256)
       fail("the CUDA backend supports head_dim 64, 128 and 256; {} has head_dim {} (use --device cpu)",
@@ -337,16 +338,28 @@ class CudaBackend final : public Backend {
   void linear(const uint16_t* act, int rows, const Matrix& m, float* dst, bool accumulate, const DeviceBuffer& bias,
               bool split) {
     const float one = 1.0f, zero = 0.0f;
+    const int gemm_rows = split ? 2 * rows : rows;
+    // NOTE: decode-sized batches use our GEMV (one pass over the weights with 16-byte loads)
+    // unless NINFER_CUDA_GEMV=0; larger ones go to cuBLAS.
+    const bool gemv = use_gemv_ && gemm_rows <= cuda::kGemvMaxRows && m.k % 8 == 0;
     if (!split) {
-      NINFER_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m.n, rows, m.k, &one, m.ptr(), CUDA_R_16BF,
-                                       m.k, act, CUDA_R_16BF, m.k, accumulate ? &one : &zero, dst, CUDA_R_32F, m.n,
-                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      if (gemv) {
+        cuda::launch_gemv_bf16(m.ptr(), act, dst, rows, m.n, m.k, accumulate, stream_);
+      } else {
+        NINFER_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m.n, rows, m.k, &one, m.ptr(),
+                                         CUDA_R_16BF, m.k, act, CUDA_R_16BF, m.k, accumulate ? &one : &zero, dst,
+                                         CUDA_R_32F, m.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      }
       if (bias.bytes()) cuda::launch_add_bias(dst, bias.as<float>(), rows, m.n, stream_);
     } else {
       float* tmp = tmp_.as<float>();
-      NINFER_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m.n, 2 * rows, m.k, &one, m.ptr(),
-                                       CUDA_R_16BF, m.k, act, CUDA_R_16BF, m.k, &zero, tmp, CUDA_R_32F, m.n,
-                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      if (gemv) {
+        cuda::launch_gemv_bf16(m.ptr(), act, tmp, 2 * rows, m.n, m.k, false, stream_);
+      } else {
+        NINFER_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m.n, 2 * rows, m.k, &one, m.ptr(),
+                                         CUDA_R_16BF, m.k, act, CUDA_R_16BF, m.k, &zero, tmp, CUDA_R_32F, m.n,
+                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      }
       cuda::launch_gemm_epilogue(tmp, 2, dst, bias.bytes() ? bias.as<float>() : nullptr, rows, m.n, accumulate,
                                  stream_);
     }
@@ -354,6 +367,7 @@ class CudaBackend final : public Backend {
 
   ModelConfig c_;
   CudaGemmMode mode_ = CudaGemmMode::Bf16;
+  bool use_gemv_ = true;
   std::string device_name_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;

@@ -40,3 +40,15 @@ void launch_gemm_epilogue(const float* tmp, int halves, float* dst, const float*
                           bool accumulate, cudaStream_t s);
 
 }  // namespace ninfer::cuda
+
+namespace ninfer::cuda {
+
+// Small-batch GEMV for decode: y[t, n] = (accumulate ? y[t, n] : 0) + sum_k w[n, k] x[t, k],
+// fp32 accumulate, for n_rows <= kGemvMaxRows. Streams w once with 16-byte loads (memory
+// bound: what matters is bytes of w per second). w: [n, k] bf16; x: [n_rows, k] bf16;
+// y: [n_rows, n] fp32. k must be a multiple of 8.
+constexpr int kGemvMaxRows = 8;
+void launch_gemv_bf16(const uint16_t* w, const uint16_t* x, float* y, int n_rows, int n, int k, bool accumulate,
+                      cudaStream_t s);
+
+}  // namespace ninfer::cuda
