@@ -277,6 +277,7 @@ void Scheduler::admit() {
   if (newly_admitted > 0) {
     std::lock_guard lk(mu_);
     n_waiting_shared_ -= newly_admitted;
+    stats_.running = int(running_.size());  // submit()'s queue limit reads it
   }
 }
 

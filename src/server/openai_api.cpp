@@ -1,0 +1,362 @@
+#include "server/openai_api.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+namespace ninfer::server {
+namespace {
+
+// NOTE: OpenAI allows 4 stop sequences; we allow more (holding back text costs little), but
+// bound them so a request cannot make every token's check arbitrarily slow.
+constexpr size_t kMaxStops = 16;
+constexpr size_t kMaxStopBytes = 256;
+
+[[noreturn]] void bad(const std::string& param, const std::string& msg, const std::string& code = "invalid_value") {
+  throw ApiError{400, msg, "invalid_request_error", param, code};
+}
+
+[[noreturn]] void unsupported(const std::string& param, const std::string& msg) {
+  throw ApiError{400, msg, "invalid_request_error", param, "unsupported_parameter"};
+}
+
+[[noreturn]] void wrong_type(const std::string& param, const char* want, const json& got) {
+  bad(param, fmt::format("'{}' must be {}, got {}", param, want, got.type_name()), "invalid_type");
+}
+
+// Present and not null.
+const json* field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<bool> get_bool(const json& obj, const char* key) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) wrong_type(key, "a boolean", *v);
+  return v->get<bool>();
+}
+
+std::optional<double> get_number(const json& obj, const char* key) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) wrong_type(key, "a number", *v);
+  return v->get<double>();
+}
+
+// Integers may come as 16 or 16.0 (some clients serialise every number as a float).
+std::optional<int64_t> get_int(const json& obj, const char* key) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (v->is_number_integer()) {
+    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+      bad(key, fmt::format("'{}' is too large", key));
+    return v->get<int64_t>();
+  }
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) return int64_t(d);
+  }
+  wrong_type(key, "an integer", *v);
+}
+
+float ranged(const json& obj, const char* key, float dflt, double lo, double hi, const char* range) {
+  std::optional<double> v = get_number(obj, key);
+  if (!v) return dflt;
+  if (!(*v >= lo && *v <= hi)) bad(key, fmt::format("'{}' must be {}, got {}", key, range, *v));
+  return float(*v);
+}
+
+void parse_stop(const json& body, ApiRequest& r) {
+  const json* v = field(body, "stop");
+  if (!v) return;
+  auto one = [&](const json& s, const std::string& name) {
+    if (!s.is_string()) wrong_type(name, "a string", s);
+    const std::string& t = s.get_ref<const std::string&>();
+    if (t.empty()) bad(name, fmt::format("'{}' must not be an empty string", name));
+    if (t.size() > kMaxStopBytes) bad(name, fmt::format("'{}' is longer than {} bytes", name, kMaxStopBytes));
+    r.stop.push_back(t);
+  };
+  if (v->is_string()) {
+    one(*v, "stop");
+  } else if (v->is_array()) {
+    if (v->size() > kMaxStops) bad("stop", fmt::format("'stop' has {} strings; at most {} are supported", v->size(), kMaxStops));
+    for (size_t i = 0; i < v->size(); ++i) one((*v)[i], fmt::format("stop[{}]", i));
+  } else {
+    wrong_type("stop", "a string or an array of strings", *v);
+  }
+}
+
+// Fields both endpoints share: sampling, limits, stream, stop and the unsupported ones.
+void parse_common(const json& body, ApiRequest& r) {
+  if (const json* m = field(body, "model")) {
+    if (!m->is_string()) wrong_type("model", "a string", *m);
+    r.model = m->get<std::string>();
+  }
+  // max_completion_tokens is the newer name of max_tokens (chat); it wins when both are given.
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (std::optional<int64_t> v = get_int(body, key)) {
+      if (*v < 0) bad(key, fmt::format("'{}' must be >= 0, got {}", key, *v));
+      r.max_tokens = *v;
+    }
+  }
+  SamplingParams& s = r.sampling;
+  // NOTE: OpenAI's defaults: temperature 1, top_p 1 (sampling), not the CLI's greedy.
+  s.temperature = ranged(body, "temperature", 1.0f, 0.0, 2.0, "between 0 and 2");
+  s.top_p = ranged(body, "top_p", 1.0f, 0.0, 1.0, "in (0, 1]");
+  if (s.top_p <= 0.0f) bad("top_p", "'top_p' must be in (0, 1], got 0");
+  s.min_p = ranged(body, "min_p", 0.0f, 0.0, 1.0, "between 0 and 1");
+  s.presence_penalty = ranged(body, "presence_penalty", 0.0f, -2.0, 2.0, "between -2 and 2");
+  s.frequency_penalty = ranged(body, "frequency_penalty", 0.0f, -2.0, 2.0, "between -2 and 2");
+  // Extensions (vLLM, llama.cpp): top_k (-1 or 0: off), repetition_penalty, ignore_eos.
+  if (std::optional<int64_t> k = get_int(body, "top_k")) {
+    if (*k < -1 || *k > std::numeric_limits<int>::max()) bad("top_k", fmt::format("'top_k' must be >= -1 (-1 or 0: off), got {}", *k));
+    s.top_k = *k < 0 ? 0 : int(*k);
+  }
+  s.repetition_penalty = ranged(body, "repetition_penalty", 1.0f, 1e-3, 100.0, "between 0.001 and 100");
+  if (std::optional<int64_t> seed = get_int(body, "seed")) {
+    s.seed = uint64_t(*seed);
+    r.seed_given = true;
+  }
+  r.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+  parse_stop(body, r);
+
+  r.stream = get_bool(body, "stream").value_or(false);
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) wrong_type("stream_options", "an object", *so);
+    if (const json* iu = field(*so, "include_usage")) {
+      if (!iu->is_boolean()) wrong_type("stream_options.include_usage", "a boolean", *iu);
+      r.include_usage = iu->get<bool>();
+    }
+  }
+
+  if (std::optional<int64_t> n = get_int(body, "n")) {
+    if (*n < 1) bad("n", fmt::format("'n' must be >= 1, got {}", *n));
+    if (*n > 1) unsupported("n", fmt::format("'n' = {} is not supported: this server returns one choice per request", *n));
+  }
+  if (const json* lb = field(body, "logit_bias")) {
+    if (!lb->is_object()) wrong_type("logit_bias", "an object", *lb);
+    if (!lb->empty()) unsupported("logit_bias", "'logit_bias' is not supported by this server");
+  }
+}
+
+void refuse_nonempty_array(const json& body, const char* key) {
+  const json* v = field(body, key);
+  if (!v) return;
+  if (!v->is_array()) wrong_type(key, "an array", *v);
+  if (!v->empty()) unsupported(key, fmt::format("'{}' (function calling) is not supported by this server", key));
+}
+
+std::string message_content(const json& m, const std::string& where, bool may_be_null) {
+  const json* c = field(m, "content");
+  if (!c) {
+    if (may_be_null) return "";
+    bad(where + ".content", fmt::format("'{}.content' is required", where), "missing_required_parameter");
+  }
+  if (c->is_string()) return c->get<std::string>();
+  if (!c->is_array()) wrong_type(where + ".content", "a string or an array of content parts", *c);
+  std::string text;
+  for (size_t j = 0; j < c->size(); ++j) {
+    const json& part = (*c)[j];
+    const std::string pw = fmt::format("{}.content[{}]", where, j);
+    if (!part.is_object()) wrong_type(pw, "an object", part);
+    const json* type = field(part, "type");
+    if (!type || !type->is_string()) bad(pw + ".type", fmt::format("'{}.type' must be a string", pw));
+    const std::string t = type->get<std::string>();
+    if (t != "text")
+      unsupported(pw + ".type", fmt::format("content parts of type '{}' are not supported (only 'text')", t));
+    const json* tx = field(part, "text");
+    if (!tx || !tx->is_string()) bad(pw + ".text", fmt::format("'{}.text' must be a string", pw));
+    text += tx->get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+json error_body(const ApiError& e) {
+  json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
+  if (!e.param.empty()) err["param"] = e.param;
+  if (!e.code.empty()) err["code"] = e.code;
+  return json{{"error", err}};
+}
+
+json parse_body(const std::string& text) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw ApiError{400,
+                   fmt::format("the request body is not valid JSON (byte {}): {}", e.byte, e.what()),
+                   "invalid_request_error", "", "invalid_json"};
+  } catch (const json::exception& e) {  // e.g. a number out of double range
+    throw ApiError{400, fmt::format("the request body is not valid JSON: {}", e.what()), "invalid_request_error", "",
+                   "invalid_json"};
+  }
+}
+
+ApiRequest parse_chat_request(const json& body) {
+  if (!body.is_object()) bad("", fmt::format("the request body must be a JSON object, got {}", body.type_name()));
+  ApiRequest r;
+  r.endpoint = Endpoint::kChat;
+  const json* msgs = field(body, "messages");
+  if (!msgs) bad("messages", "'messages' is required", "missing_required_parameter");
+  if (!msgs->is_array()) wrong_type("messages", "an array", *msgs);
+  if (msgs->empty()) bad("messages", "'messages' must contain at least one message");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string where = fmt::format("messages[{}]", i);
+    if (!m.is_object()) wrong_type(where, "an object", m);
+    const json* role = field(m, "role");
+    if (!role) bad(where + ".role", fmt::format("'{}.role' is required", where), "missing_required_parameter");
+    if (!role->is_string()) wrong_type(where + ".role", "a string", *role);
+    std::string rl = role->get<std::string>();
+    if (rl == "developer") rl = "system";  // OpenAI's newer name for the system role
+    if (rl == "tool" || rl == "function")
+      unsupported(where + ".role", fmt::format("'{}.role' '{}' is not supported (no function calling)", where, rl));
+    if (rl != "system" && rl != "user" && rl != "assistant")
+      bad(where + ".role", fmt::format("'{}.role' must be one of system, developer, user, assistant; got '{}'", where, rl));
+    if (rl == "assistant") refuse_nonempty_array(m, "tool_calls");
+    r.messages.push_back({rl, message_content(m, where, rl == "assistant")});
+  }
+  parse_common(body, r);
+  refuse_nonempty_array(body, "tools");
+  refuse_nonempty_array(body, "functions");
+  if (const json* tc = field(body, "tool_choice")) {
+    if (!(tc->is_string() && (*tc == "none" || *tc == "auto")))
+      unsupported("tool_choice", "'tool_choice' is not supported by this server (no function calling)");
+  }
+  if (const json* lp = field(body, "logprobs")) {
+    if (!lp->is_boolean()) wrong_type("logprobs", "a boolean", *lp);
+    if (lp->get<bool>()) unsupported("logprobs", "'logprobs' is not supported by this server");
+  }
+  if (std::optional<int64_t> tl = get_int(body, "top_logprobs"); tl && *tl != 0)
+    unsupported("top_logprobs", "'top_logprobs' is not supported by this server");
+  if (const json* rf = field(body, "response_format")) {
+    if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
+    const json* t = field(*rf, "type");
+    if (t && !(t->is_string() && *t == "text"))
+      unsupported("response_format", fmt::format("'response_format' type {} is not supported (only 'text')", t->dump()));
+  }
+  if (field(body, "audio")) unsupported("audio", "'audio' output is not supported by this server");
+  if (const json* mod = field(body, "modalities")) {
+    if (!mod->is_array()) wrong_type("modalities", "an array", *mod);
+    for (const json& x : *mod)
+      if (!(x.is_string() && x == "text")) unsupported("modalities", "only the 'text' modality is supported");
+  }
+  return r;
+}
+
+ApiRequest parse_completion_request(const json& body) {
+  if (!body.is_object()) bad("", fmt::format("the request body must be a JSON object, got {}", body.type_name()));
+  ApiRequest r;
+  r.endpoint = Endpoint::kCompletion;
+  r.max_tokens = 16;  // OpenAI's default for /v1/completions
+  const json* p = field(body, "prompt");
+  if (!p) bad("prompt", "'prompt' is required", "missing_required_parameter");
+  auto ids_from = [](const json& arr, const std::string& where) {
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const json& t = arr[i];
+      if (!t.is_number_integer()) wrong_type(fmt::format("{}[{}]", where, i), "an integer token id", t);
+      const int64_t v = t.get<int64_t>();
+      if (v < 0 || v > std::numeric_limits<int32_t>::max())
+        bad(fmt::format("{}[{}]", where, i), fmt::format("token id {} is out of range", v));
+      ids.push_back(int32_t(v));
+    }
+    return ids;
+  };
+  if (p->is_string()) {
+    r.prompt_text = p->get<std::string>();
+  } else if (p->is_array()) {
+    if (p->empty()) bad("prompt", "'prompt' must not be empty");
+    const json& first = (*p)[0];
+    if (first.is_number()) {
+      r.prompt_ids = ids_from(*p, "prompt");
+    } else {
+      if (p->size() > 1)
+        unsupported("prompt", fmt::format("'prompt' holds {} prompts; batched prompts are not supported, send one per request",
+                                          p->size()));
+      if (first.is_string()) r.prompt_text = first.get<std::string>();
+      else if (first.is_array()) r.prompt_ids = ids_from(first, "prompt[0]");
+      else wrong_type("prompt[0]", "a string or an array of token ids", first);
+    }
+  } else {
+    wrong_type("prompt", "a string, an array of strings or an array of token ids", *p);
+  }
+  parse_common(body, r);
+  if (const json* lp = field(body, "logprobs")) {
+    if (!lp->is_number_integer()) wrong_type("logprobs", "an integer", *lp);
+    unsupported("logprobs", "'logprobs' is not supported by this server");
+  }
+  if (get_bool(body, "echo").value_or(false)) unsupported("echo", "'echo' is not supported by this server");
+  if (std::optional<int64_t> bo = get_int(body, "best_of"); bo && *bo != 1)
+    unsupported("best_of", "'best_of' other than 1 is not supported by this server");
+  if (const json* sfx = field(body, "suffix")) {
+    if (!sfx->is_string()) wrong_type("suffix", "a string", *sfx);
+    if (!sfx->get<std::string>().empty()) unsupported("suffix", "'suffix' (insertion) is not supported by this server");
+  }
+  return r;
+}
+
+json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+static json reason_json(const std::string& r) { return r.empty() ? json(nullptr) : json(r); }
+
+json chat_completion(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
+                     const Usage& u) {
+  json choice = {{"index", 0},
+                 {"message", {{"role", "assistant"}, {"content", text}}},
+                 {"logprobs", nullptr},
+                 {"finish_reason", reason_json(finish_reason)}};
+  return {{"id", m.id},           {"object", "chat.completion"}, {"created", m.created},
+          {"model", m.model},     {"choices", json::array({choice})}, {"usage", usage_json(u)},
+          {"system_fingerprint", nullptr}};
+}
+
+json text_completion(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
+                     const Usage& u) {
+  json choice = {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", reason_json(finish_reason)}};
+  return {{"id", m.id},       {"object", "text_completion"},      {"created", m.created},
+          {"model", m.model}, {"choices", json::array({choice})}, {"usage", usage_json(u)},
+          {"system_fingerprint", nullptr}};
+}
+
+json chat_chunk(const ResponseMeta& m, const json& delta, const std::string& finish_reason, bool include_usage) {
+  json choice = {{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", reason_json(finish_reason)}};
+  json j = {{"id", m.id},       {"object", "chat.completion.chunk"}, {"created", m.created},
+            {"model", m.model}, {"choices", json::array({choice})},  {"system_fingerprint", nullptr}};
+  if (include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+json text_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason, bool include_usage) {
+  json choice = {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", reason_json(finish_reason)}};
+  json j = {{"id", m.id},       {"object", "text_completion"},      {"created", m.created},
+            {"model", m.model}, {"choices", json::array({choice})}, {"system_fingerprint", nullptr}};
+  if (include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+json usage_chunk(const ResponseMeta& m, bool chat, const Usage& u) {
+  return {{"id", m.id},
+          {"object", chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", m.created},
+          {"model", m.model},
+          {"choices", json::array()},
+          {"usage", usage_json(u)},
+          {"system_fingerprint", nullptr}};
+}
+
+std::string sse_event(const json& j) {
+  // NOTE: replace, not throw, on invalid UTF-8: generated text is valid by construction
+  // (StreamDecoder), but an echo of client strings must never abort a stream.
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+}  // namespace ninfer::server

@@ -1,0 +1,91 @@
+// The OpenAI wire format: request bodies of /v1/chat/completions and /v1/completions parsed
+// and checked field by field into what the scheduler needs, and the response, stream-chunk,
+// usage and error objects. Pure JSON in and out: no HTTP, no engine (so it is testable
+// without a model). Errors are ApiError values naming the field ("messages[2].content").
+//
+// Policy on fields: every field we implement is type- and range-checked; fields OpenAI has
+// and we do not implement are accepted at their default/neutral value and refused (400,
+// code "unsupported_parameter") otherwise (n > 1, logprobs, tools, response_format json, ...);
+// fields we do not know are ignored, as clients send vendor extensions.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/sampler.h"
+
+namespace ninfer::server {
+
+using json = nlohmann::json;
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // "" -> null
+  std::string code;   // "" -> null
+};
+
+// {"error": {"message", "type", "param", "code"}}
+json error_body(const ApiError& e);
+
+enum class Endpoint { kChat, kCompletion };
+
+struct Message {
+  std::string role, content;
+};
+
+// A checked request. The prompt is either chat messages (kChat), text or token ids
+// (kCompletion); the server turns it into tokens.
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string model;                   // as sent ("" if absent)
+  std::vector<Message> messages;       // kChat
+  std::optional<std::string> prompt_text;     // kCompletion, text prompt
+  std::optional<std::vector<int32_t>> prompt_ids;  // kCompletion, token-id prompt
+  int64_t max_tokens = -1;             // -1: up to the context limit
+  SamplingParams sampling;
+  bool seed_given = false;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+// Throw ApiError. `body` is the parsed JSON (any type: a non-object is refused).
+ApiRequest parse_chat_request(const json& body);
+ApiRequest parse_completion_request(const json& body);
+// Parses the raw body text; malformed JSON is a 400 naming the position.
+json parse_body(const std::string& text);
+
+struct Usage {
+  int prompt_tokens = 0, completion_tokens = 0;
+};
+json usage_json(const Usage& u);
+
+// Identity of one response: "chatcmpl-..."/"cmpl-..." id, creation time, model name.
+struct ResponseMeta {
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+};
+
+// finish_reason "" -> null.
+json chat_completion(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
+                     const Usage& u);
+json text_completion(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
+                     const Usage& u);
+// Stream chunks. `delta` for chat ({"role": ...} or {"content": ...} or {}); `text` for
+// completions. include_usage adds "usage": null, as OpenAI does on every chunk but the last.
+json chat_chunk(const ResponseMeta& m, const json& delta, const std::string& finish_reason, bool include_usage);
+json text_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason, bool include_usage);
+// The final usage chunk: empty choices and the usage object.
+json usage_chunk(const ResponseMeta& m, bool chat, const Usage& u);
+
+// "data: <json>\n\n"
+std::string sse_event(const json& j);
+
+}  // namespace ninfer::server

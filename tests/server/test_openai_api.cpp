@@ -1,0 +1,250 @@
+// The OpenAI request parser and response builders, without a model or a server: every field
+// check names its field, unsupported fields are refused only at non-default values, unknown
+// fields are ignored.
+#include <gtest/gtest.h>
+
+#include "server/openai_api.h"
+
+namespace ninfer::server {
+namespace {
+
+json chat(json extra = json::object()) {
+  json j = {{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  for (auto& [k, v] : extra.items()) j[k] = v;
+  return j;
+}
+
+// The ApiError a parse throws (fails the test if none).
+ApiError chat_error(const json& body) {
+  try {
+    parse_chat_request(body);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for " << body.dump();
+  return {};
+}
+
+ApiError completion_error(const json& body) {
+  try {
+    parse_completion_request(body);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for " << body.dump();
+  return {};
+}
+
+TEST(OpenAiApi, ChatDefaultsFollowOpenAi) {
+  ApiRequest r = parse_chat_request(chat());
+  ASSERT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(r.messages[0].role, "user");
+  EXPECT_EQ(r.messages[0].content, "hi");
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.max_tokens, -1);
+  EXPECT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_EQ(r.sampling.top_p, 1.0f);
+  EXPECT_FALSE(r.stream);
+  EXPECT_FALSE(r.include_usage);
+  EXPECT_FALSE(r.seed_given);
+}
+
+TEST(OpenAiApi, ChatFieldsAreRead) {
+  ApiRequest r = parse_chat_request(chat({{"temperature", 0},
+                                          {"top_p", 0.5},
+                                          {"top_k", 40},
+                                          {"min_p", 0.1},
+                                          {"presence_penalty", 0.5},
+                                          {"frequency_penalty", -0.5},
+                                          {"seed", 7},
+                                          {"max_tokens", 9},
+                                          {"max_completion_tokens", 5},
+                                          {"stop", {"a", "bc"}},
+                                          {"stream", true},
+                                          {"stream_options", {{"include_usage", true}}},
+                                          {"n", 1},
+                                          {"logprobs", false},
+                                          {"tools", json::array()},
+                                          {"response_format", {{"type", "text"}}},
+                                          {"user", "someone"},
+                                          {"some_vendor_extension", {{"x", 1}}}}));
+  EXPECT_EQ(r.sampling.temperature, 0.0f);
+  EXPECT_EQ(r.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
+  EXPECT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_EQ(r.sampling.frequency_penalty, -0.5f);
+  EXPECT_EQ(r.sampling.seed, 7u);
+  EXPECT_TRUE(r.seed_given);
+  EXPECT_EQ(r.max_tokens, 5) << "max_completion_tokens wins over max_tokens";
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+}
+
+TEST(OpenAiApi, ContentPartsAndRoles) {
+  json body = {{"messages",
+                {{{"role", "developer"}, {"content", "be brief"}},
+                 {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}},
+                 {{"role", "assistant"}, {"content", nullptr}}}}};
+  ApiRequest r = parse_chat_request(body);
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "ab");
+  EXPECT_EQ(r.messages[2].content, "");
+}
+
+TEST(OpenAiApi, MessagesErrorsNameTheField) {
+  ApiError e = chat_error(json{{"model", "m"}});
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "messages");
+  EXPECT_EQ(e.code, "missing_required_parameter");
+  EXPECT_EQ(chat_error(json{{"messages", "hi"}}).param, "messages");
+  EXPECT_EQ(chat_error(json{{"messages", json::array()}}).param, "messages");
+  EXPECT_EQ(chat_error(json{{"messages", {1}}}).param, "messages[0]");
+  EXPECT_EQ(chat_error(json{{"messages", {{{"content", "x"}}}}}).param, "messages[0].role");
+  EXPECT_EQ(chat_error(json{{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}).param, "messages[0].role");
+  EXPECT_EQ(chat_error(json{{"messages", {{{"role", "user"}}}}}).param, "messages[0].content");
+  EXPECT_EQ(chat_error(json{{"messages", {{{"role", "user"}, {"content", 5}}}}}).param, "messages[0].content");
+  ApiError img = chat_error(json{
+      {"messages",
+       {{{"role", "user"},
+         {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "image_url"}, {"image_url", {{"url", "x"}}}}}}}}}});
+  EXPECT_EQ(img.param, "messages[0].content[1].type");
+  EXPECT_EQ(img.code, "unsupported_parameter");
+  EXPECT_EQ(chat_error(json{{"messages", {{{"role", "tool"}, {"content", "x"}}}}}).code, "unsupported_parameter");
+  EXPECT_EQ(chat_error(json::array()).status, 400);
+}
+
+TEST(OpenAiApi, WrongTypesAndRanges) {
+  struct Case {
+    json extra;
+    const char* param;
+  } cases[] = {
+      {{{"temperature", "hot"}}, "temperature"},
+      {{{"temperature", 2.5}}, "temperature"},
+      {{{"temperature", true}}, "temperature"},
+      {{{"top_p", 0}}, "top_p"},
+      {{{"top_p", 1.5}}, "top_p"},
+      {{{"top_k", -2}}, "top_k"},
+      {{{"top_k", 1.5}}, "top_k"},
+      {{{"min_p", -0.1}}, "min_p"},
+      {{{"presence_penalty", 3}}, "presence_penalty"},
+      {{{"frequency_penalty", "x"}}, "frequency_penalty"},
+      {{{"max_tokens", -1}}, "max_tokens"},
+      {{{"max_tokens", "10"}}, "max_tokens"},
+      {{{"max_completion_tokens", 2.5}}, "max_completion_tokens"},
+      {{{"seed", "x"}}, "seed"},
+      {{{"stream", "yes"}}, "stream"},
+      {{{"stream_options", 1}}, "stream_options"},
+      {{{"stream_options", {{"include_usage", "y"}}}}, "stream_options.include_usage"},
+      {{{"stop", 5}}, "stop"},
+      {{{"stop", {"a", ""}}}, "stop[1]"},
+      {{{"stop", {"a", 3}}}, "stop[1]"},
+      {{{"model", 3}}, "model"},
+      {{{"n", 0}}, "n"},
+  };
+  for (const Case& c : cases) {
+    ApiError e = chat_error(chat(c.extra));
+    EXPECT_EQ(e.status, 400) << c.extra.dump();
+    EXPECT_EQ(e.param, c.param) << c.extra.dump() << ": " << e.message;
+    EXPECT_NE(e.message.find(std::string(c.param).substr(0, 4)), std::string::npos) << e.message;
+  }
+  // Integers written as floats are integers.
+  EXPECT_EQ(parse_chat_request(chat({{"max_tokens", 16.0}})).max_tokens, 16);
+}
+
+TEST(OpenAiApi, UnsupportedOnlyAtNonDefaultValues) {
+  struct Case {
+    json extra;
+    const char* param;
+  } cases[] = {
+      {{{"n", 2}}, "n"},
+      {{{"logprobs", true}}, "logprobs"},
+      {{{"top_logprobs", 3}}, "top_logprobs"},
+      {{{"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}}, "tools"},
+      {{{"functions", {{{"name", "f"}}}}}, "functions"},
+      {{{"tool_choice", "required"}}, "tool_choice"},
+      {{{"response_format", {{"type", "json_object"}}}}, "response_format"},
+      {{{"logit_bias", {{"50", 10}}}}, "logit_bias"},
+  };
+  for (const Case& c : cases) {
+    ApiError e = chat_error(chat(c.extra));
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, c.param) << e.message;
+    EXPECT_EQ(e.code, "unsupported_parameter") << c.param;
+  }
+  EXPECT_NO_THROW(parse_chat_request(chat({{"n", 1},
+                                           {"logprobs", false},
+                                           {"top_logprobs", 0},
+                                           {"tools", json::array()},
+                                           {"tool_choice", "none"},
+                                           {"logit_bias", json::object()},
+                                           {"parallel_tool_calls", true},
+                                           {"store", false},
+                                           {"metadata", {{"k", "v"}}}})));
+}
+
+TEST(OpenAiApi, CompletionPrompts) {
+  ApiRequest r = parse_completion_request({{"prompt", "hello"}});
+  EXPECT_EQ(r.prompt_text.value(), "hello");
+  EXPECT_EQ(r.max_tokens, 16) << "OpenAI's default for /v1/completions";
+  EXPECT_EQ(parse_completion_request({{"prompt", {"one"}}}).prompt_text.value(), "one");
+  EXPECT_EQ(parse_completion_request({{"prompt", {1, 2, 3}}}).prompt_ids.value(), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(parse_completion_request({{"prompt", {{4, 5}}}}).prompt_ids.value(), (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(completion_error({{"max_tokens", 3}}).param, "prompt");
+  EXPECT_EQ(completion_error({{"prompt", 3}}).param, "prompt");
+  EXPECT_EQ(completion_error({{"prompt", {"a", "b"}}}).code, "unsupported_parameter");
+  EXPECT_EQ(completion_error({{"prompt", {1, "b"}}}).param, "prompt[1]");
+  EXPECT_EQ(completion_error({{"prompt", {1, -5}}}).param, "prompt[1]");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"echo", true}}).param, "echo");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"logprobs", 2}}).param, "logprobs");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"best_of", 3}}).param, "best_of");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"suffix", "y"}}).param, "suffix");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"n", 4}}).param, "n");
+}
+
+TEST(OpenAiApi, MalformedJsonIsA400) {
+  try {
+    parse_body("{\"messages\": [");
+    FAIL() << "no error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.code, "invalid_json");
+    EXPECT_NE(e.message.find("not valid JSON"), std::string::npos);
+  }
+  try {
+    parse_body(R"({"max_tokens": 1e400})");
+    FAIL() << "no error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code, "invalid_json");
+  }
+  // Deep nesting is a parse, not a crash.
+  EXPECT_NO_THROW(parse_body(std::string(100000, '[') + std::string(100000, ']')));
+}
+
+TEST(OpenAiApi, ResponseShapes) {
+  ResponseMeta m{"chatcmpl-1", 123, "ref"};
+  json c = chat_completion(m, "hello", "stop", {3, 2});
+  EXPECT_EQ(c["object"], "chat.completion");
+  EXPECT_EQ(c["choices"][0]["message"]["content"], "hello");
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(c["usage"]["total_tokens"], 5);
+  json k = chat_chunk(m, {{"content", "x"}}, "", true);
+  EXPECT_TRUE(k["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(k.contains("usage") && k["usage"].is_null());
+  EXPECT_FALSE(chat_chunk(m, json::object(), "length", false).contains("usage"));
+  json u = usage_chunk(m, true, {3, 2});
+  EXPECT_TRUE(u["choices"].empty());
+  EXPECT_EQ(u["usage"]["completion_tokens"], 2);
+  json t = text_completion(m, "x", "length", {1, 1});
+  EXPECT_EQ(t["object"], "text_completion");
+  EXPECT_EQ(sse_event(json{{"a", 1}}), "data: {\"a\":1}\n\n");
+  json e = error_body(ApiError{400, "bad", "invalid_request_error", "", ""});
+  EXPECT_TRUE(e["error"]["param"].is_null());
+  EXPECT_TRUE(e["error"]["code"].is_null());
+  EXPECT_EQ(e["error"]["message"], "bad");
+}
+
+}  // namespace
+}  // namespace ninfer::server
