@@ -16,10 +16,15 @@
 namespace ninfer::app {
 namespace {
 
-const char* const kNames[] = {"Rosa",   "Omar",   "Priya", "Lukas",  "Mei",    "Tomas",  "Aisha",  "Jonah",
-                              "Ingrid", "Kofi",   "Elena", "Ravi",   "Sofia",  "Hugo",   "Yara",   "Felix",
-                              "Nadia",  "Pablo",  "Greta", "Idris",  "Lena",   "Mateo",  "Zara",   "Otto",
-                              "Amara",  "Bruno",  "Clara", "Dmitri", "Esther", "Farid",  "Hana",   "Ivan"};
+// NOTE: names the reference models handle: ref-qwen3-d256 was trained on needle chats with a
+// fixed name list, and out-of-list names (e.g. Felix, Idris) make it answer with another name
+// and garble the first digit. This list was read off the model by sampling
+// "The secret number for" at temperature 1 (121 seeds); every name here was produced.
+const char* const kNames[] = {
+    "Dmitri", "Igor", "Wanda", "Tomas", "Kamal", "Greta", "Yusuf", "Xavier", "Mateo", "Gustav",
+    "Farid", "Carmen", "Uma", "Samir", "Leila", "Julia", "Dalia", "Bruno", "Oscar", "Nadia",
+    "Hana", "Emil", "Elena", "Caleb", "Zara", "Rosa", "Marco", "Kofi", "Jonas", "Ines", "Hiro",
+    "Anton", "Alice"};
 
 struct NeedleCmd {
   EngineFlags ef;

@@ -21,6 +21,7 @@ void EngineFlags::add(CLI::App* app, bool kv_flags) {
       ->required();
   app->add_option("--device", opt.device, "cpu, cuda or auto")->capture_default_str();
   app->add_option("--threads", opt.threads, "CPU threads (0: all cores)")->capture_default_str();
+  app->add_option("--prefill-chunk", opt.prefill_chunk, "prompt tokens per forward call")->capture_default_str();
   if (kv_flags) {
     app->add_option("--kv-dtype", opt.kv_dtype, "KV cache format: " + kv_format_names_joined())
         ->capture_default_str();
@@ -37,6 +38,7 @@ EngineOptions EngineFlags::options_with_kv_dtype(const std::string& kv_dtype) co
   o.kv_dtype = kv_dtype;
   find_kv_format(o.kv_dtype);  // unknown names list the valid ones
   if (o.threads < 0) fail("--threads must be >= 0, got {}", o.threads);
+  if (o.prefill_chunk < 1) fail("--prefill-chunk must be >= 1, got {}", o.prefill_chunk);
   if (o.kv_capacity < 0) fail("--kv-capacity must be >= 0, got {}", o.kv_capacity);
   if (!memory_budget.empty()) o.memory_budget = int64_t(parse_bytes(memory_budget, "--memory-budget"));
   return o;

@@ -200,6 +200,12 @@ GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateO
   for (int64_t i = 0; i < budget && !cancelled; ++i) {
     int32_t tok = sampler.sample(logits, history);
     if (std::find(stops.begin(), stops.end(), tok) != stops.end()) {
+      // Text held back as a possible stop-string prefix is real output after all.
+      pending += dec.flush();
+      if (!pending.empty()) {
+        r.text += pending;
+        if (on_text) on_text(pending);
+      }
       r.finish_reason = "stop";
       break;
     }
