@@ -4,7 +4,9 @@
 // batch, lengths at page boundaries +-1, shuffled page tables, forced and automatic KV splits.
 //
 // Tolerance (derived): the kernel rounds Q to bf16 (relative 2^-9), P to bf16 (2^-9), and
-// int8 values to bf16 after dequantisation (2^-9); it accumulates in fp32. With |v| <= 1 an
+// int8 values to bf16 after dequantisation (2^-9); it accumulates in fp32. The int8 decode
+// kernel instead quantises Q to int8 per (row, 64-group) (step amax/127: at most 1/254 of the
+// group's largest |q| per element, independent errors) for an exact int8 dot product with K. With |v| <= 1 an
 // output element moves by at most ~2^-8 from the P and V roundings; the Q rounding moves a
 // score by sum_i |q_i k_i| 2^-9 / sqrt(D) in the worst case but by ~sqrt(D) |q||k| 2^-9 /
 // sqrt(3 D) for independent rounding errors (< 0.01 for the scales used here), which moves
@@ -143,11 +145,11 @@ TEST_P(PagedAttentionTest, MatchesFp64ReferenceOnDecodedCache) {
 
   // Reference on the decoded cache.
   const size_t code_b = cuda::cache_code_bytes(kind, d), scale_b = cuda::cache_scale_bytes(kind, d);
-  auto decode = [&](const std::vector<uint8_t>& pool, const KvSideCodec& codec, int page, int h, int slot,
+  auto decode = [&](const std::vector<uint8_t>& pool, int side, const KvSideCodec& codec, int page, int h, int slot,
                     float* dst) {
     const uint8_t* b = pool.data() + (size_t(page) * nkv + h) * blk;
-    std::vector<uint8_t> row(b + size_t(slot) * code_b, b + size_t(slot + 1) * code_b);
-    row.insert(row.end(), b + 64 * code_b + size_t(slot) * scale_b, b + 64 * code_b + size_t(slot + 1) * scale_b);
+    std::vector<uint8_t> row(code_b + scale_b);
+    cuda::gather_cpu_row(kind, side, b, d, slot, row.data());
     codec.decode(row.data(), d, dst);
   };
   double err2 = 0, ref2 = 0, max_err = 0;
@@ -157,8 +159,8 @@ TEST_P(PagedAttentionTest, MatchesFp64ReferenceOnDecodedCache) {
     std::vector<float> K(size_t(nkv) * n_ctx * d), V(size_t(nkv) * n_ctx * d);
     for (int h = 0; h < nkv; ++h)
       for (int p = 0; p < n_ctx; ++p) {
-        decode(kh, fmt.k, tables[s][size_t(p / 64)], h, p % 64, K.data() + (size_t(h) * n_ctx + p) * d);
-        decode(vh, fmt.v, tables[s][size_t(p / 64)], h, p % 64, V.data() + (size_t(h) * n_ctx + p) * d);
+        decode(kh, 0, fmt.k, tables[s][size_t(p / 64)], h, p % 64, K.data() + (size_t(h) * n_ctx + p) * d);
+        decode(vh, 1, fmt.v, tables[s][size_t(p / 64)], h, p % 64, V.data() + (size_t(h) * n_ctx + p) * d);
       }
     for (int i = 0; i < c.seqs[s].n_tokens; ++i) {
       for (int hq = 0; hq < nh; ++hq) {

@@ -250,8 +250,14 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
           uint4 w = make_uint4(0, 0, 0, 0);
           if (r < valid) {
             const float sc = __half2float(__ushort_as_half(scales[r * (D / 64) + (c * 8) / 64]));
-            const uint2 raw = *reinterpret_cast<const uint2*>(codes + r * D + c * 8);
-            const int8_t* b = reinterpret_cast<const int8_t*>(&raw);
+            int8_t b[8];
+            if (side == 0) {
+              const uint2 raw = *reinterpret_cast<const uint2*>(codes + r * D + c * 8);
+              memcpy(b, &raw, 8);
+            } else {  // V codes are dim-major: [D][64]
+#pragma unroll
+              for (int i = 0; i < 8; ++i) b[i] = codes[(c * 8 + i) * kPage + r];
+            }
             w.x = cvt_bf16x2(float(b[0]) * sc, float(b[1]) * sc);
             w.y = cvt_bf16x2(float(b[2]) * sc, float(b[3]) * sc);
             w.z = cvt_bf16x2(float(b[4]) * sc, float(b[5]) * sc);
@@ -404,6 +410,7 @@ struct DecodeLayout {
 
 template <int D, int KIND>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams p) {
+  static_assert(KIND == 0, "int8 decode has its own kernel (decode_int8_kernel)");
   using L = DecodeLayout<D, KIND>;
   constexpr int STAGES = L::STAGES, CPR = D / 8, NT = D / 8;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -485,39 +492,8 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
     const int key0 = pg * kPage + warp * 16;
     if (key0 >= n_keys) continue;  // this warp's slice of the last page is empty
     const uint8_t* st = ring + (it % STAGES) * L::kSlice;
-    const uint8_t* Kt;
-    const uint8_t* Vt;
-    if constexpr (KIND == 0) {
-      Kt = st;
-      Vt = st + L::kSide;
-    } else {
-      uint8_t* Kw = ring + STAGES * L::kSlice;
-      uint8_t* Vw = Kw + L::kTile;
-      const int valid = n_keys - key0;
-      for (int side = 0; side < 2; ++side) {
-        const int8_t* codes = reinterpret_cast<const int8_t*>(st + side * L::kSide);
-        const uint16_t* scales = reinterpret_cast<const uint16_t*>(st + side * L::kSide + 16 * D);
-        uint8_t* dst = side == 0 ? Kw : Vw;
-#pragma unroll
-        for (int u = lane; u < 16 * CPR; u += 32) {
-          const int r = u / CPR, c = u % CPR;
-          uint4 w = make_uint4(0, 0, 0, 0);
-          if (r < valid) {
-            const float sc = __half2float(__ushort_as_half(scales[r * (D / 64) + c / 8]));
-            const uint2 raw = *reinterpret_cast<const uint2*>(codes + r * D + c * 8);
-            const int8_t* b = reinterpret_cast<const int8_t*>(&raw);
-            w.x = cvt_bf16x2(float(b[0]) * sc, float(b[1]) * sc);
-            w.y = cvt_bf16x2(float(b[2]) * sc, float(b[3]) * sc);
-            w.z = cvt_bf16x2(float(b[4]) * sc, float(b[5]) * sc);
-            w.w = cvt_bf16x2(float(b[6]) * sc, float(b[7]) * sc);
-          }
-          *reinterpret_cast<uint4*>(dst + r * D * 2 + swz(r, c) * 16) = w;
-        }
-      }
-      __syncwarp();
-      Kt = Kw;
-      Vt = Vw;
-    }
+    const uint8_t* Kt = st;
+    const uint8_t* Vt = st + L::kSide;
 
     // S = Q K^T: 16 rows x 16 keys.
     float acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
@@ -633,6 +609,298 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
   write_tile<D>(p, Ow, D, mfin_s, lfin_s, row_end - row0, row0, tok0, kvh, split);
 }
 
+// ---------------------------------------------------------------------------------------
+// int8 decode kernel: the same warp-independent walk as decode_attention_kernel, but no
+// dequantisation pass:
+//  - S = Q K^T on int8 tensor cores (mma m16n8k32 s8, exact int32 sums per 64-group): Q is
+//    quantised once per CTA to int8 per (row, 64-group) with an fp32 scale (amax / 127); the
+//    K slice is used as stored, through ldmatrix; the group sum is scaled by q_scale * k_scale.
+//  - The 16 keys of a slice enter S in the permuted order 0 1 4 5 8 9 12 13 | 2 3 6 7 10 11
+//    14 15 (n-tile 0 | n-tile 1), so that each thread's P values are for keys 4c .. 4c + 3, the
+//    same keys that ldmatrix of the dim-major V codes hands it (kv_cache.h): the int8 V
+//    values convert to the bf16 B operand of P V in registers, and the V scales (per key and
+//    64-group) are folded into P.
+template <int D>
+struct DecodeInt8Layout {
+  static constexpr int STAGES = D == 256 ? 3 : 6;
+  static constexpr int kKc = 16 * D, kSc = 16 * (D / 32);  // codes, scales bytes per side
+  static constexpr int kSlice = 2 * (kKc + kSc);           // K codes, K scales, V codes, V scales
+  static constexpr int kWarp = STAGES * kSlice;
+  static constexpr int kRing = 4 * kWarp;
+  static constexpr int kQf = 16 * D * 4;
+  static constexpr int kOw = 4 * 16 * D * 4;
+  static constexpr int kBig0 = kRing > kQf ? kRing : kQf;
+  static constexpr int kBig = kBig0 > kOw ? kBig0 : kOw;
+  static constexpr int QP8 = D + 16;  // int8 Q row pitch: 16 bytes of padding, conflict-free ldmatrix
+  static constexpr int oQ8 = (kBig + 127) / 128 * 128;
+  static constexpr int oQsc = oQ8 + 16 * QP8;
+  static constexpr int oRow = oQsc + 16 * (D / 64) * 4;
+  static constexpr int kBytes = oRow + (4 * 16 * 2 + 2 * 16) * 4;
+};
+
+// Swizzle of an int8 [16][D] tile: 16-byte chunk c of row r. D >= 128 has >= 8 chunks per row;
+// at D = 64 (4 chunks, two rows per 128 bytes) rows r and r + 2k are spread over 4 chunks.
+template <int D>
+__device__ __forceinline__ int swz8(int r, int c) {
+  return D >= 128 ? (c ^ (r & 7)) : (c ^ ((r >> 1) & 3));
+}
+
+__device__ __forceinline__ void mma_s8_16832(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four int8 (bytes 0..3 of v) -> bf16x2 of bytes (0, 1) and of bytes (2, 3), exact.
+__device__ __forceinline__ void s8x4_to_bf16(uint32_t v, uint32_t& lo, uint32_t& hi) {
+  const float f0 = float(int32_t(v << 24) >> 24), f1 = float(int32_t(v << 16) >> 24);
+  const float f2 = float(int32_t(v << 8) >> 24), f3 = float(int32_t(v) >> 24);
+  lo = cvt_bf16x2(f0, f1);
+  hi = cvt_bf16x2(f2, f3);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) decode_int8_kernel(KernelParams p) {
+  using L = DecodeInt8Layout<D>;
+  constexpr int STAGES = L::STAGES, NT = D / 8, NG = D / 64;
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* big = smem;
+  int8_t* Q8 = reinterpret_cast<int8_t*>(smem + L::oQ8);
+  float* Qsc = reinterpret_cast<float*>(smem + L::oQsc);  // [16][NG]
+  float* m_w = reinterpret_cast<float*>(smem + L::oRow);
+  float* l_w = m_w + 64;
+  float* mfin_s = l_w + 64;
+  float* lfin_s = mfin_s + 16;
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int gq = lane / 4, cq = lane % 4;
+  const int chunk = p.work[2 * blockIdx.x], row0 = p.work[2 * blockIdx.x + 1];
+  const int kvh = blockIdx.y, split = blockIdx.z;
+  const int32_t* ci = p.chunks + chunk * kChunkInts;
+  const int tok0 = ci[0], n_tok = ci[1], start = ci[2];
+  const int32_t* table = p.tables + ci[3];
+  const int g = p.group;
+  const int R = n_tok * g;
+  const int row_end = min(row0 + 16, R);
+  const int n_keys = start + (row_end - 1) / g + 1;
+  const int n_pages = (n_keys + kPage - 1) / kPage;
+  const int pps = (n_pages + p.n_splits - 1) / p.n_splits;
+  const int p_begin = min(n_pages, split * pps), p_end = min(n_pages, p_begin + pps);
+  const int n_iter = p_end - p_begin;
+
+  // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group) ----
+  {
+    float* Qf = reinterpret_cast<float*>(big);
+    for (int idx = tid; idx < 16 * D; idx += kThreads) {
+      const int r = idx / D, d = idx % D, gr = row0 + r;
+      Qf[idx] = gr < R ? p.q[size_t(tok0 + gr / g) * p.q_ld + size_t(kvh * g + gr % g) * D + d] : 0.0f;
+    }
+    __syncthreads();
+    smem_rotate<D>(Qf, 16, D, p.q_rot);
+    for (int u = tid; u < 16 * NG; u += kThreads) {
+      const int r = u / NG, grp = u % NG;
+      const float* x = Qf + r * D + grp * 64;
+      float amax = 0.0f;
+      for (int i = 0; i < 64; ++i) amax = fmaxf(amax, fabsf(x[i]));
+      const float sc = amax > 0.0f ? amax / 127.0f : 1.0f;
+      Qsc[r * NG + grp] = sc;
+      for (int i = 0; i < 64; ++i) Q8[r * L::QP8 + grp * 64 + i] = int8_t(fminf(fmaxf(rintf(x[i] / sc), -127.0f), 127.0f));
+    }
+    __syncthreads();
+  }
+
+  const int lim0 = row0 + gq < R ? start + (row0 + gq) / g : -1;
+  const int lim1 = row0 + gq + 8 < R ? start + (row0 + gq + 8) / g : -1;
+
+  uint8_t* ring = big + warp * L::kWarp;
+  const size_t blk = size_t(kPage) * (D + D / 32);
+  auto load_slice = [&](int page, int stage) {
+    uint8_t* dst = ring + stage * L::kSlice;
+    const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * blk;
+    const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * blk;
+    constexpr int CPR = D / 16;  // 16-byte chunks per int8 K row
+    // K codes: rows 16w.., swizzled
+    for (int u = lane; u < 16 * CPR; u += 32) {
+      const int r = u / CPR, c = u % CPR;
+      cp_async16(dst + r * D + swz8<D>(r, c) * 16, kb + size_t(warp * 16 + r) * D + c * 16, 16);
+    }
+    // K scales: rows 16w.. of the scales plane, contiguous
+    for (int u = lane; u < L::kSc / 16; u += 32)
+      cp_async16(dst + L::kKc + u * 16, kb + size_t(kPage) * D + size_t(warp * 16) * (D / 32) + u * 16, 16);
+    // V codes: for every dim, its 16 keys of this warp (dim-major in global)
+    uint8_t* vd = dst + L::kKc + L::kSc;
+    for (int d = lane; d < D; d += 32) cp_async16(vd + d * 16, vb + size_t(d) * kPage + warp * 16, 16);
+    for (int u = lane; u < L::kSc / 16; u += 32)
+      cp_async16(vd + L::kKc + u * 16, vb + size_t(kPage) * D + size_t(warp * 16) * (D / 32) + u * 16, 16);
+  };
+
+  float o[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+#pragma unroll 1
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < n_iter) load_slice(table[p_begin + s], s);
+    cp_async_commit();
+  }
+  int next_page = STAGES - 1 < n_iter ? table[p_begin + STAGES - 1] : 0;
+  // Permuted key of this lane's ldmatrix row (n-tile j = lane / 16, column n = lane % 8).
+  const int kr = 4 * ((lane % 8) / 2) + 2 * (lane / 16) + (lane % 2);
+
+#pragma unroll 1
+  for (int it = 0; it < n_iter; ++it) {
+    cp_async_wait<STAGES - 2>();
+    __syncwarp();
+    {
+      const int nx = it + STAGES - 1;
+      if (nx < n_iter) load_slice(next_page, nx % STAGES);
+      cp_async_commit();
+      if (nx + 1 < n_iter) next_page = table[p_begin + nx + 1];
+    }
+    const int key0 = (p_begin + it) * kPage + warp * 16;
+    if (key0 >= n_keys) continue;
+    const uint8_t* st = ring + (it % STAGES) * L::kSlice;
+    const uint8_t* Kc = st;
+    const uint16_t* Ksc = reinterpret_cast<const uint16_t*>(st + L::kKc);
+    const uint8_t* Vc = st + L::kKc + L::kSc;
+    const uint16_t* Vsc = reinterpret_cast<const uint16_t*>(Vc + L::kKc);
+
+    // S = Q K^T, keys in the permuted order; key of (n-tile j, element e) = 4 cq + 2 j + e % 2.
+    float acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+    for (int grp = 0; grp < NG; ++grp) {
+      int ia[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        const int ks = grp * 2 + kk;
+        uint32_t a[4], b[4];
+        ldmatrix_x4(a, Q8 + (lane % 16) * L::QP8 + ks * 32 + (lane / 16) * 16);
+        ldmatrix_x4(b, Kc + kr * D + swz8<D>(kr, 2 * ks + (lane / 8) % 2) * 16);
+        mma_s8_16832(ia[0], a, b[0], b[1]);
+        mma_s8_16832(ia[1], a, b[2], b[3]);
+      }
+      const float qs0 = Qsc[gq * NG + grp], qs1 = Qsc[(gq + 8) * NG + grp];
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = 4 * cq + 2 * j + (e % 2);
+          const float ks_ = __half2float(__ushort_as_half(Ksc[key * NG + grp]));
+          acc[j][e] += float(ia[j][e]) * ((e < 2 ? qs0 : qs1) * ks_);
+        }
+    }
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + 4 * cq + 2 * j + (e % 2);
+        const bool ok = key <= (e < 2 ? lim0 : lim1);
+        const float v = ok ? acc[j][e] * p.scale_log2 : -INFINITY;
+        acc[j][e] = v;
+        if (e < 2) mx0 = fmaxf(mx0, v);
+        else mx1 = fmaxf(mx1, v);
+      }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float al0 = mn0 == -INFINITY ? 1.0f : exp2f(m0 - mn0);
+    const float al1 = mn1 == -INFINITY ? 1.0f : exp2f(m1 - mn1);
+    m0 = mn0;
+    m1 = mn1;
+    float pr[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float mref = e < 2 ? mn0 : mn1;
+        pr[j][e] = mref == -INFINITY ? 0.0f : exp2f(acc[j][e] - mref);
+      }
+    l0 = l0 * al0 + pr[0][0] + pr[0][1] + pr[1][0] + pr[1][1];
+    l1 = l1 * al1 + pr[0][2] + pr[0][3] + pr[1][2] + pr[1][3];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      o[nt][0] *= al0;
+      o[nt][1] *= al0;
+      o[nt][2] *= al1;
+      o[nt][3] *= al1;
+    }
+    // O += (P * v_scale) V per 64-group; P for keys 4 cq + {0, 1} (k slots 2 cq, 2 cq + 1)
+    // and 4 cq + {2, 3} (k slots 2 cq + 8, 2 cq + 9).
+#pragma unroll
+    for (int grp = 0; grp < NG; ++grp) {
+      float sv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sv[i] = __half2float(__ushort_as_half(Vsc[(4 * cq + i) * NG + grp]));
+      auto sp = [&](float pv, float s) { return pv == 0.0f ? 0.0f : pv * s; };  // never 0 * NaN
+      uint32_t pa[4];
+      pa[0] = cvt_bf16x2(sp(pr[0][0], sv[0]), sp(pr[0][1], sv[1]));
+      pa[1] = cvt_bf16x2(sp(pr[0][2], sv[0]), sp(pr[0][3], sv[1]));
+      pa[2] = cvt_bf16x2(sp(pr[1][0], sv[2]), sp(pr[1][1], sv[3]));
+      pa[3] = cvt_bf16x2(sp(pr[1][2], sv[2]), sp(pr[1][3], sv[3]));
+#pragma unroll
+      for (int q4 = 0; q4 < 2; ++q4) {  // 2 x 32 dims of the group
+        uint32_t r[4];
+        ldmatrix_x4(r, Vc + (grp * 64 + q4 * 32 + lane) * 16);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          uint32_t b0, b1;
+          s8x4_to_bf16(r[i], b0, b1);
+          mma_bf16_16816(o[grp * 8 + q4 * 4 + i], pa, b0, b1);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  __syncthreads();
+  float* Ow = reinterpret_cast<float*>(big);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = gq + (e / 2) * 8, c = nt * 8 + 2 * cq + (e % 2);
+      Ow[(warp * 16 + r) * D + c] = o[nt][e];
+    }
+  if (cq == 0) {
+    m_w[warp * 16 + gq] = m0;
+    m_w[warp * 16 + gq + 8] = m1;
+    l_w[warp * 16 + gq] = l0;
+    l_w[warp * 16 + gq + 8] = l1;
+  }
+  __syncthreads();
+  if (tid < 16) {
+    float M = -INFINITY;
+    for (int w = 0; w < 4; ++w) M = fmaxf(M, m_w[w * 16 + tid]);
+    float Lsum = 0.0f;
+    for (int w = 0; w < 4; ++w) {
+      const float mw = m_w[w * 16 + tid];
+      const float f = mw == -INFINITY ? 0.0f : exp2f(mw - M);
+      m_w[w * 16 + tid] = f;
+      Lsum += f * l_w[w * 16 + tid];
+    }
+    mfin_s[tid] = M;
+    lfin_s[tid] = Lsum;
+  }
+  __syncthreads();
+  for (int idx = tid; idx < 16 * D; idx += kThreads) {
+    const int r = idx / D;
+    float v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) v += m_w[w * 16 + r] * Ow[w * 16 * D + idx];
+    Ow[idx] = v;
+  }
+  __syncthreads();
+  write_tile<D>(p, Ow, D, mfin_s, lfin_s, row_end - row0, row0, tok0, kvh, split);
+}
+
 // Log-sum-exp merge of the splits: one CTA per output row, grid (n_work, n_kv_heads, M); CTAs
 // whose row is past the tile's end exit. The splits' (m, l) are read once into shared memory,
 // then every thread combines D / kThreads output dims over all splits (coalesced reads).
@@ -695,15 +963,25 @@ void launch_kernel(const KernelParams& kp, int n_work, cudaStream_t s) {
 
 template <int D, int KIND>
 void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
-  using L = DecodeLayout<D, KIND>;
-  static bool configured = false;
-  if (!configured) {
-    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, KIND>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
-    configured = true;
-  }
   const dim3 grid(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(kp.n_splits));
-  decode_attention_kernel<D, KIND><<<grid, kThreads, L::kBytes, s>>>(kp);
+  static bool configured = false;
+  if constexpr (KIND == 0) {
+    using L = DecodeLayout<D, 0>;
+    if (!configured) {
+      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, 0>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
+      configured = true;
+    }
+    decode_attention_kernel<D, 0><<<grid, kThreads, L::kBytes, s>>>(kp);
+  } else {
+    using L = DecodeInt8Layout<D>;
+    if (!configured) {
+      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             L::kBytes));
+      configured = true;
+    }
+    decode_int8_kernel<D><<<grid, kThreads, L::kBytes, s>>>(kp);
+  }
   NINFER_CUDA_LAUNCH_CHECK();
   if (kp.n_splits > 1) {
     merge_kernel<D><<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), 16u), kThreads, 0, s>>>(kp);
@@ -742,12 +1020,19 @@ int occupancy_of() {
 
 template <int D, int KIND>
 int occupancy_decode() {
-  using L = DecodeLayout<D, KIND>;
-  NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, KIND>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
   int n = 0;
-  NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<D, KIND>, kThreads,
-                                                                  L::kBytes));
+  if constexpr (KIND == 0) {
+    using L = DecodeLayout<D, 0>;
+    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, 0>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
+    NINFER_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<D, 0>, kThreads, L::kBytes));
+  } else {
+    using L = DecodeInt8Layout<D>;
+    NINFER_CUDA_CHECK(
+        cudaFuncSetAttribute(decode_int8_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
+    NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_int8_kernel<D>, kThreads, L::kBytes));
+  }
   return n;
 }
 

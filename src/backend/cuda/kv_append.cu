@@ -74,7 +74,9 @@ __global__ void append_int8_kernel(KvAppendParams p) {
   }
   uint8_t* pool = side == 0 ? p.k_pool : p.v_pool;
   uint8_t* blk = pool + (size_t(p.tok_page[t]) * p.n_kv_heads + h) * cache_block_bytes(CacheKind::Int8, d);
-  int8_t* codes = reinterpret_cast<int8_t*>(blk + size_t(p.tok_slot[t]) * d);
+  // K codes are slot-major, V codes dim-major (kv_cache.h).
+  int8_t* codes = reinterpret_cast<int8_t*>(blk + (side == 0 ? size_t(p.tok_slot[t]) * d : size_t(p.tok_slot[t])));
+  const int cstride = side == 0 ? 1 : kCachePageSize;
   uint16_t* scales = reinterpret_cast<uint16_t*>(blk + size_t(kCachePageSize) * d + size_t(p.tok_slot[t]) * (d / 32));
   for (int g = 0; g < d; g += 64) {
     const float a = x[g + lane], b = x[g + 32 + lane];
@@ -86,8 +88,8 @@ __global__ void append_int8_kernel(KvAppendParams p) {
     if (lane == 0) scales[g / 64] = bits;
     const float qa = s > 0.0f ? fminf(fmaxf(rintf(__fdiv_rn(a, s)), -127.0f), 127.0f) : 0.0f;
     const float qb = s > 0.0f ? fminf(fmaxf(rintf(__fdiv_rn(b, s)), -127.0f), 127.0f) : 0.0f;
-    codes[g + lane] = int8_t(qa);
-    codes[g + 32 + lane] = int8_t(qb);
+    codes[(g + lane) * cstride] = int8_t(qa);
+    codes[(g + 32 + lane) * cstride] = int8_t(qb);
   }
 }
 

@@ -3,13 +3,16 @@
 //
 // Device layout (differs from the CPU backend's row-interleaved one so that codes are 16-byte
 // aligned for cp.async and ldmatrix): per layer and side (K, V) one pool
-//   [n_pages][n_kv_heads] blocks, each block = codes plane [kPageSize rows][code_bytes]
-//                                             then scales plane [kPageSize rows][scale_bytes]
-// where, per row of head_dim D:
-//   bf16: code_bytes = 2 D (bf16 little-endian, round to nearest even), scale_bytes = 0
-//   int8: code_bytes = D (int8), scale_bytes = 2 D / 64 (fp16 per 64-group, little-endian)
+//   [n_pages][n_kv_heads] blocks, each block = codes plane, then scales plane
+// where, per row (token slot) of head_dim D:
+//   bf16: codes [kPageSize slots][D] bf16 (little-endian, round to nearest even); no scales
+//   int8 K: codes [kPageSize slots][D] int8; scales [kPageSize slots][D / 64] fp16
+//   int8 V: codes [D][kPageSize slots] int8 (dim-major: a dim's 64 tokens are contiguous, so
+//           the decode kernel's ldmatrix hands each thread 4 consecutive tokens of one dim,
+//           the B operand of P V); scales [kPageSize slots][D / 64] fp16
 // A row's code bytes followed by its scale bytes are exactly the CPU codec's row
-// (kv/codecs/exact.cpp, kv/codecs/int8.cpp): the same bytes, only placed in planes.
+// (kv/codecs/exact.cpp, kv/codecs/int8.cpp): the same bytes, only placed differently;
+// gather_cpu_row() below reassembles one.
 //
 // The int8 encoder reproduces the CPU reference bit for bit: NaN -> 0, clamp to +-2^24, K
 // rotated by H_D with the fixed butterfly order of kv/hadamard.cpp, fp32 IEEE division and
@@ -36,6 +39,18 @@ constexpr size_t cache_scale_bytes(CacheKind k, int head_dim) {
 // Bytes of one (page, kv head) block of one side.
 constexpr size_t cache_block_bytes(CacheKind k, int head_dim) {
   return size_t(kCachePageSize) * (cache_code_bytes(k, head_dim) + cache_scale_bytes(k, head_dim));
+}
+
+// Reassembles the CPU codec's row (codes then scales) of `slot` from a device block (host
+// memory copy of one (page, kv head) block of side 0 = K or 1 = V). out: [code + scale bytes]
+inline void gather_cpu_row(CacheKind k, int side, const uint8_t* block, int head_dim, int slot, uint8_t* out) {
+  const size_t cb = cache_code_bytes(k, head_dim), sb = cache_scale_bytes(k, head_dim);
+  if (k == CacheKind::Int8 && side == 1) {
+    for (int d = 0; d < head_dim; ++d) out[d] = block[size_t(d) * kCachePageSize + size_t(slot)];
+  } else {
+    for (size_t i = 0; i < cb; ++i) out[i] = block[size_t(slot) * cb + i];
+  }
+  for (size_t i = 0; i < sb; ++i) out[cb + i] = block[size_t(kCachePageSize) * cb + size_t(slot) * sb + i];
 }
 
 struct KvAppendParams {
