@@ -72,6 +72,13 @@ class PagedAttention {
   void force_splits(int n) { forced_splits_ = n; }
   int splits(int cls) const { return cls_[cls].splits; }  // cls 0: decode tiles, 1: prefill tiles
   const AttnShape& shape() const { return shape_; }
+  // Everything run() bakes into its launches besides the device metadata it reads: buffers,
+  // grid sizes and splits. A captured CUDA graph of run() stays valid while this is unchanged.
+  std::vector<uintptr_t> launch_signature() const {
+    return {uintptr_t(d_meta_), uintptr_t(d_part_), uintptr_t(n_rows_total_), uintptr_t(cls_[0].n_work),
+            uintptr_t(cls_[0].splits), uintptr_t(cls_[1].n_work), uintptr_t(cls_[1].splits),
+            uintptr_t(cls_[0].d_work), uintptr_t(cls_[1].d_work), uintptr_t(d_tables_)};
+  }
 
  private:
   struct Class {

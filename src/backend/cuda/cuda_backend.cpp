@@ -159,6 +159,7 @@ class CudaBackend final : public Backend {
   CudaBackend(const Model& model, const CudaBackendOptions& opt) : c_(model.config) {
     mode_ = mode_from_env(opt);
     if (const char* e = std::getenv("NINFER_CUDA_GEMV")) use_gemv_ = std::string(e) != "0";
+    if (const char* e = std::getenv("NINFER_CUDA_GRAPHS")) use_graphs_ = std::string(e) != "0";
     const int d = c_.head_dim;
     if (d != 64 && d != 128 && d != 256)
       fail("the CUDA backend supports head_dim 64, 128 and 256; {} has head_dim {} (use --device cpu)",
@@ -188,6 +189,7 @@ class CudaBackend final : public Backend {
 
   ~CudaBackend() override {
     if (stream_) cudaStreamSynchronize(stream_);
+    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
     attn_.reset();
     if (pinned_) cudaFreeHost(pinned_);
     if (cublas_) cublasDestroy(cublas_);
@@ -205,6 +207,10 @@ class CudaBackend final : public Backend {
     NINFER_CHECK(n_pages > 0, "init_kv with {} pages", n_pages);
     NINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));
     pool_.reset();
+    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    graph_exec_ = nullptr;
+    graph_key_.clear();
+    last_key_.clear();
     kind_ = kind;
     fmt_ = &fmt;
     n_pages_ = n_pages;
@@ -248,6 +254,9 @@ class CudaBackend final : public Backend {
   void forward(std::span<const SeqChunk> chunks, std::vector<float>& logits) override;
 
  private:
+  // Enqueues embedding .. lm_head for a prepared batch on stream_ (capturable).
+  void enqueue_forward(int T, int R, bool split, const int32_t* d_ids, const int32_t* d_pos, const int32_t* d_page,
+                       const int32_t* d_slot, const int32_t* d_rows, const std::vector<int32_t>& meta);
   template <typename T>
   void upload(DeviceBuffer& b, const std::vector<T>& v) {
     b.alloc(v.size() * sizeof(T));
@@ -368,6 +377,9 @@ class CudaBackend final : public Backend {
   ModelConfig c_;
   CudaGemmMode mode_ = CudaGemmMode::Bf16;
   bool use_gemv_ = true;
+  bool use_graphs_ = true;
+  cudaGraphExec_t graph_exec_ = nullptr;
+  std::vector<uintptr_t> graph_key_, last_key_;
   std::string device_name_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
@@ -400,58 +412,11 @@ class CudaBackend final : public Backend {
   }
 };
 
-void CudaBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& logits) {
-  NINFER_CHECK(fmt_ != nullptr, "init_kv was not called");
+void CudaBackend::enqueue_forward(int T, int R, bool split, const int32_t* d_ids, const int32_t* d_pos,
+                                  const int32_t* d_page, const int32_t* d_slot, const int32_t* d_rows,
+                                  const std::vector<int32_t>& meta) {
   const int H = c_.hidden, qd = c_.q_dim(), kvd = c_.kv_dim(), F = c_.ffn, d = c_.head_dim;
   const int qkvn = qd + 2 * kvd;
-  const bool split = mode_ == CudaGemmMode::Split;
-  int T = 0;
-  for (const SeqChunk& ch : chunks) {
-    NINFER_CHECK(ch.n_tokens > 0, "empty chunk");
-    NINFER_CHECK(int64_t(ch.n_blocks) * kPageSize >= ch.start_pos + ch.n_tokens,
-                 "block table of {} pages cannot hold {} tokens", ch.n_blocks, ch.start_pos + ch.n_tokens);
-    for (int b = 0; b < ch.n_blocks; ++b)
-      NINFER_CHECK(ch.block_table[b] >= 0 && ch.block_table[b] < n_pages_, "page id {} out of range",
-                   ch.block_table[b]);
-    for (int i = 0; i < ch.n_tokens; ++i)
-      if (ch.tokens[i] < 0 || ch.tokens[i] >= c_.vocab)
-        fail("token id {} is outside the vocabulary (0..{})", ch.tokens[i], c_.vocab - 1);
-    T += ch.n_tokens;
-  }
-  // Host metadata: ids, pos, page, slot [T] each, then logits rows [R].
-  std::vector<int32_t> meta(size_t(T) * 4);
-  std::vector<int32_t> rows;
-  std::vector<cuda::AttnSeq> seqs;
-  {
-    int t = 0;
-    for (const SeqChunk& ch : chunks) {
-      seqs.push_back(cuda::AttnSeq{t, ch.n_tokens, ch.start_pos, ch.block_table, ch.n_blocks});
-      for (int i = 0; i < ch.n_tokens; ++i, ++t) {
-        const int p = ch.start_pos + i;
-        meta[size_t(t)] = ch.tokens[i];
-        meta[size_t(T + t)] = p;
-        meta[size_t(2 * T + t)] = ch.block_table[p / kPageSize];
-        meta[size_t(3 * T + t)] = p % kPageSize;
-        if (ch.all_logits || i == ch.n_tokens - 1) rows.push_back(t);
-      }
-    }
-  }
-  const int R = int(rows.size());
-  meta.insert(meta.end(), rows.begin(), rows.end());
-  ensure_tokens(T, R);
-  {
-    void* h = pinned(std::max(meta.size() * 4, size_t(R) * c_.vocab * 4));
-    NINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    std::memcpy(h, meta.data(), meta.size() * 4);
-    NINFER_CUDA_CHECK(cudaMemcpyAsync(meta_.as<void>(), h, meta.size() * 4, cudaMemcpyHostToDevice, stream_));
-  }
-  const int32_t* d_ids = meta_.as<int32_t>();
-  const int32_t* d_pos = d_ids + T;
-  const int32_t* d_page = d_ids + 2 * T;
-  const int32_t* d_slot = d_ids + 3 * T;
-  const int32_t* d_rows = d_ids + 4 * T;
-  attn_->plan(seqs.data(), int(seqs.size()), T, stream_);
-
   float* x = x_.as<float>();
   uint16_t* act = act_.as<uint16_t>();
   float* qkv = qkv_.as<float>();
@@ -501,6 +466,90 @@ void CudaBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& 
   cuda::launch_rmsnorm_bf16(x, d_rows, final_norm_.as<float>(), act, R, H, c_.rms_eps, split, stream_);
   static const DeviceBuffer kNoBias;
   linear(act, R, *head_, logits_.as<float>(), false, kNoBias, split);
+}
+
+void CudaBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& logits) {
+  NINFER_CHECK(fmt_ != nullptr, "init_kv was not called");
+  const bool split = mode_ == CudaGemmMode::Split;
+  int T = 0;
+  for (const SeqChunk& ch : chunks) {
+    NINFER_CHECK(ch.n_tokens > 0, "empty chunk");
+    NINFER_CHECK(int64_t(ch.n_blocks) * kPageSize >= ch.start_pos + ch.n_tokens,
+                 "block table of {} pages cannot hold {} tokens", ch.n_blocks, ch.start_pos + ch.n_tokens);
+    for (int b = 0; b < ch.n_blocks; ++b)
+      NINFER_CHECK(ch.block_table[b] >= 0 && ch.block_table[b] < n_pages_, "page id {} out of range",
+                   ch.block_table[b]);
+    for (int i = 0; i < ch.n_tokens; ++i)
+      if (ch.tokens[i] < 0 || ch.tokens[i] >= c_.vocab)
+        fail("token id {} is outside the vocabulary (0..{})", ch.tokens[i], c_.vocab - 1);
+    T += ch.n_tokens;
+  }
+  // Host metadata: ids, pos, page, slot [T] each, then logits rows [R].
+  std::vector<int32_t> meta(size_t(T) * 4);
+  std::vector<int32_t> rows;
+  std::vector<cuda::AttnSeq> seqs;
+  {
+    int t = 0;
+    for (const SeqChunk& ch : chunks) {
+      seqs.push_back(cuda::AttnSeq{t, ch.n_tokens, ch.start_pos, ch.block_table, ch.n_blocks});
+      for (int i = 0; i < ch.n_tokens; ++i, ++t) {
+        const int p = ch.start_pos + i;
+        meta[size_t(t)] = ch.tokens[i];
+        meta[size_t(T + t)] = p;
+        meta[size_t(2 * T + t)] = ch.block_table[p / kPageSize];
+        meta[size_t(3 * T + t)] = p % kPageSize;
+        if (ch.all_logits || i == ch.n_tokens - 1) rows.push_back(t);
+      }
+    }
+  }
+  const int R = int(rows.size());
+  meta.insert(meta.end(), rows.begin(), rows.end());
+  ensure_tokens(T, R);
+  {
+    void* h = pinned(std::max(meta.size() * 4, size_t(R) * c_.vocab * 4));
+    NINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::memcpy(h, meta.data(), meta.size() * 4);
+    NINFER_CUDA_CHECK(cudaMemcpyAsync(meta_.as<void>(), h, meta.size() * 4, cudaMemcpyHostToDevice, stream_));
+  }
+  const int32_t* d_ids = meta_.as<int32_t>();
+  const int32_t* d_pos = d_ids + T;
+  const int32_t* d_page = d_ids + 2 * T;
+  const int32_t* d_slot = d_ids + 3 * T;
+  const int32_t* d_rows = d_ids + 4 * T;
+  attn_->plan(seqs.data(), int(seqs.size()), T, stream_);
+
+  // NOTE: decode-sized steps (every GEMM a GEMV, no KV observer) replay a CUDA graph of the
+  // whole layer stack: ~11 launches per layer cost more than their kernels at batch 1. The
+  // graph is captured on the second consecutive step with the same launch signature (so one-time
+  // initialisation happened eagerly) and reused while the signature holds; the per-step inputs
+  // (token ids, positions, pages, block tables) live in device buffers the graph reads.
+  const bool graphable = use_graphs_ && !observer_ && (split ? 2 * T : T) <= cuda::kGemvMaxRows && use_gemv_;
+  if (graphable) {
+    std::vector<uintptr_t> key = attn_->launch_signature();
+    for (const DeviceBuffer* b : {&x_, &act_, &qkv_, &att_, &gu_, &logits_, &tmp_, &meta_, &pool_})
+      key.push_back(uintptr_t(b->as<void>()));
+    key.push_back(uintptr_t(T));
+    key.push_back(uintptr_t(R));
+    if (graph_exec_ && key == graph_key_) {
+      NINFER_CUDA_CHECK(cudaGraphLaunch(graph_exec_, stream_));
+    } else if (key == last_key_) {
+      cudaGraph_t graph = nullptr;
+      NINFER_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      enqueue_forward(T, R, split, d_ids, d_pos, d_page, d_slot, d_rows, meta);
+      NINFER_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+      if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+      graph_exec_ = nullptr;
+      NINFER_CUDA_CHECK(cudaGraphInstantiate(&graph_exec_, graph, 0));
+      cudaGraphDestroy(graph);
+      graph_key_ = key;
+      NINFER_CUDA_CHECK(cudaGraphLaunch(graph_exec_, stream_));
+    } else {
+      enqueue_forward(T, R, split, d_ids, d_pos, d_page, d_slot, d_rows, meta);
+    }
+    last_key_ = key;
+  } else {
+    enqueue_forward(T, R, split, d_ids, d_pos, d_page, d_slot, d_rows, meta);
+  }
   const size_t n_logits = size_t(R) * c_.vocab;
   void* h = pinned(n_logits * 4);
   NINFER_CUDA_CHECK(cudaMemcpyAsync(h, logits_.as<void>(), n_logits * 4, cudaMemcpyDeviceToHost, stream_));
