@@ -166,7 +166,12 @@ ModelConfig parse_model_config(const std::string& text, const std::string& src) 
   c.mlp_bias = r.get_bool_or("mlp_bias", false);
   if (r.has("bos_token_id")) c.bos_id = ids_field(j["bos_token_id"], src, "bos_token_id").at(0);
   if (r.has("eos_token_id")) c.eos_ids = ids_field(j["eos_token_id"], src, "eos_token_id");
-  c.dtype = j.value("dtype", j.value("torch_dtype", std::string("")));
+  for (const char* k : {"dtype", "torch_dtype"}) {
+    if (r.has(k) && j[k].is_string()) {
+      c.dtype = j[k].get<std::string>();
+      break;
+    }
+  }
   return c;
 }
 

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "kv/capacity.h"
 #include "runtime/backend_factory.h"
+#include "runtime/stop_strings.h"
 
 namespace ninfer {
 
@@ -144,25 +145,6 @@ std::vector<int32_t> Engine::encode_chat(const std::vector<ChatMessage>& message
   return tokenizer_->encode(text, false);
 }
 
-namespace {
-
-// Length of the longest suffix of `text` that is a proper prefix of some stop string: that
-// much text must be held back until the next token decides it.
-size_t held_back(std::string_view text, const std::vector<std::string>& stops) {
-  size_t hold = 0;
-  for (const std::string& s : stops) {
-    for (size_t n = std::min(s.size() - 1, text.size()); n > hold; --n) {
-      if (text.substr(text.size() - n) == std::string_view(s).substr(0, n)) {
-        hold = n;
-        break;
-      }
-    }
-  }
-  return hold;
-}
-
-}  // namespace
-
 GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateOptions& opt,
                                  const std::function<bool(std::string_view)>& on_text) {
   opt.sampling.validate();
@@ -221,7 +203,7 @@ GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateO
         hit = true;
       }
     }
-    const size_t hold = hit ? 0 : held_back(pending, opt.stop_strings);
+    const size_t hold = hit ? 0 : stop_string_holdback(pending, opt.stop_strings);
     if (pending.size() > hold) {
       std::string_view out(pending.data(), pending.size() - hold);
       r.text += out;

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "kv/page_table.h"
+#include "runtime/stop_strings.h"
 
 namespace ninfer {
 
@@ -19,21 +20,6 @@ constexpr double kRateWindow = 10.0;
 // new submissions wake it at once.
 constexpr auto kIdlePoll = std::chrono::milliseconds(20);
 
-// Length of the longest suffix of `text` that is a proper prefix of some stop string: that
-// much text must be held back until the next token decides it. (The same rule as
-// Engine::generate's.)
-size_t held_back(std::string_view text, const std::vector<std::string>& stops) {
-  size_t hold = 0;
-  for (const std::string& s : stops) {
-    for (size_t n = std::min(s.size() - 1, text.size()); n > hold; --n) {
-      if (text.substr(text.size() - n) == std::string_view(s).substr(0, n)) {
-        hold = n;
-        break;
-      }
-    }
-  }
-  return hold;
-}
 
 }  // namespace
 
@@ -407,7 +393,7 @@ void Scheduler::emit_token(Active& a, int32_t tok) {
       a.pending.clear();
       reason = "length";
     } else {
-      const size_t hold = held_back(a.pending, stops);
+      const size_t hold = stop_string_holdback(a.pending, stops);
       out = a.pending.substr(0, a.pending.size() - hold);
       a.pending.erase(0, out.size());
     }
