@@ -2,11 +2,15 @@
 # Installs the Debian packages ninfer's build and tests need (Debian 12). Idempotent.
 set -euo pipefail
 PKGS=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev nlohmann-json3-dev libfmt-dev
-      libcli11-dev libpcre2-dev libcpp-httplib-dev libssl-dev nodejs npm)
+      libcli11-dev libpcre2-dev libcpp-httplib-dev libssl-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js + npm run the OpenAI SDK client test. A nodesource nodejs already bundles npm (and
+# conflicts with Debian's npm package), so only install what is missing as a command.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
