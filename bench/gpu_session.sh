@@ -69,7 +69,6 @@ for stage in "$@"; do
       echo "e2e $label exit $?"; tail -5 "$OUT/e2e.txt"
     }
     run_e2e short-bf16 "NINFER_CUDA_GEMV=1" --prompt 4096 --gen 64 --depth 128 --repeats 3 --chunk 4096
-    run_e2e short-bf16-nographs "NINFER_CUDA_GRAPHS=0" --prompt 0 --gen 64 --depth 128
     run_e2e 32k-bf16 "NINFER_CUDA_GEMV=1" --prompt 32768 --gen 64 --depth 32768 --repeats 1 --chunk 8192
     run_e2e 32k-int8 "NINFER_CUDA_GEMV=1" --kv-dtype int8 --prompt 0 --gen 64 --depth 32768 --chunk 8192
     stamp "e2e done" ;;

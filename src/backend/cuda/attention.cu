@@ -622,10 +622,16 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
 //    64-group) are folded into P.
 template <int D>
 struct DecodeInt8Layout {
-  static constexpr int STAGES = D == 256 ? 3 : 6;
+  // At head_dim <= 128 a stage holds a pair of slices (the warp's keys of two consecutive
+  // pages: two independent MMA chains per iteration, one softmax rescale); two stages, one pair
+  // in flight while the other is computed; 3 CTAs per SM fit. At 256 (registers allow 2 CTAs
+  // per SM) a stage is one slice, three stages.
+  static constexpr int PAIR = D <= 128 ? 2 : 1;
+  static constexpr int STAGES = D <= 128 ? 2 : 3;
   static constexpr int kKc = 16 * D, kSc = 16 * (D / 32);  // codes, scales bytes per side
   static constexpr int kSlice = 2 * (kKc + kSc);           // K codes, K scales, V codes, V scales
-  static constexpr int kWarp = STAGES * kSlice;
+  static constexpr int kStage = PAIR * kSlice;
+  static constexpr int kWarp = STAGES * kStage;
   static constexpr int kRing = 4 * kWarp;
   static constexpr int kQf = 16 * D * 4;
   static constexpr int kOw = 4 * 16 * D * 4;
@@ -661,9 +667,9 @@ __device__ __forceinline__ void s8x4_to_bf16(uint32_t v, uint32_t& lo, uint32_t&
 }
 
 template <int D>
-__global__ void __launch_bounds__(kThreads) decode_int8_kernel(KernelParams p) {
+__global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel(KernelParams p) {
   using L = DecodeInt8Layout<D>;
-  constexpr int STAGES = L::STAGES, NT = D / 8, NG = D / 64;
+  constexpr int STAGES = L::STAGES, PAIR = L::PAIR, NT = D / 8, NG = D / 64;
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* big = smem;
   int8_t* Q8 = reinterpret_cast<int8_t*>(smem + L::oQ8);
@@ -698,14 +704,20 @@ __global__ void __launch_bounds__(kThreads) decode_int8_kernel(KernelParams p) {
     }
     __syncthreads();
     smem_rotate<D>(Qf, 16, D, p.q_rot);
-    for (int u = tid; u < 16 * NG; u += kThreads) {
-      const int r = u / NG, grp = u % NG;
-      const float* x = Qf + r * D + grp * 64;
+    // Four consecutive lanes share a (row, group), 16 values each.
+    for (int u = tid; u < 16 * NG * 4; u += kThreads) {
+      const int r = u / (NG * 4), grp = (u / 4) % NG, q = u % 4;
+      const float* x = Qf + r * D + grp * 64 + q * 16;
       float amax = 0.0f;
-      for (int i = 0; i < 64; ++i) amax = fmaxf(amax, fabsf(x[i]));
-      const float sc = amax > 0.0f ? amax / 127.0f : 1.0f;
-      Qsc[r * NG + grp] = sc;
-      for (int i = 0; i < 64; ++i) Q8[r * L::QP8 + grp * 64 + i] = int8_t(fminf(fmaxf(rintf(x[i] / sc), -127.0f), 127.0f));
+#pragma unroll
+      for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(x[i]));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+      const float sc = amax > 0.0f ? amax / 127.0f : 1.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      if (q == 0) Qsc[r * NG + grp] = sc;
+#pragma unroll
+      for (int i = 0; i < 16; ++i)
+        Q8[r * L::QP8 + grp * 64 + q * 16 + i] = int8_t(fminf(fmaxf(rintf(x[i] * inv), -127.0f), 127.0f));
     }
     __syncthreads();
   }
@@ -715,8 +727,7 @@ __global__ void __launch_bounds__(kThreads) decode_int8_kernel(KernelParams p) {
 
   uint8_t* ring = big + warp * L::kWarp;
   const size_t blk = size_t(kPage) * (D + D / 32);
-  auto load_slice = [&](int page, int stage) {
-    uint8_t* dst = ring + stage * L::kSlice;
+  auto load_slice = [&](int page, uint8_t* dst) {
     const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * blk;
     const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * blk;
     constexpr int CPR = D / 16;  // 16-byte chunks per int8 K row
@@ -740,35 +751,39 @@ __global__ void __launch_bounds__(kThreads) decode_int8_kernel(KernelParams p) {
   for (int nt = 0; nt < NT; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
+  // Group i covers pages p_begin + PAIR i + h, h < PAIR (past n_iter: absent).
+  const int n_groups = (n_iter + PAIR - 1) / PAIR;
+  auto page_of = [&](int grp_i, int h) { return PAIR * grp_i + h < n_iter ? table[p_begin + PAIR * grp_i + h] : 0; };
+  auto load_group = [&](int grp_i, const int* pages, int stage) {
+    uint8_t* st = ring + stage * L::kStage;
+#pragma unroll
+    for (int h = 0; h < PAIR; ++h)
+      if (PAIR * grp_i + h < n_iter) load_slice(pages[h], st + h * L::kSlice);
+  };
 #pragma unroll 1
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < n_iter) load_slice(table[p_begin + s], s);
+  for (int s0 = 0; s0 < STAGES - 1; ++s0) {
+    if (s0 < n_groups) {
+      int pages[PAIR];
+#pragma unroll
+      for (int h = 0; h < PAIR; ++h) pages[h] = page_of(s0, h);
+      load_group(s0, pages, s0);
+    }
     cp_async_commit();
   }
-  int next_page = STAGES - 1 < n_iter ? table[p_begin + STAGES - 1] : 0;
+  int next_pages[PAIR];
+#pragma unroll
+  for (int h = 0; h < PAIR; ++h) next_pages[h] = STAGES - 1 < n_groups ? page_of(STAGES - 1, h) : 0;
   // Permuted key of this lane's ldmatrix row (n-tile j = lane / 16, column n = lane % 8).
   const int kr = 4 * ((lane % 8) / 2) + 2 * (lane / 16) + (lane % 2);
 
-#pragma unroll 1
-  for (int it = 0; it < n_iter; ++it) {
-    cp_async_wait<STAGES - 2>();
-    __syncwarp();
-    {
-      const int nx = it + STAGES - 1;
-      if (nx < n_iter) load_slice(next_page, nx % STAGES);
-      cp_async_commit();
-      if (nx + 1 < n_iter) next_page = table[p_begin + nx + 1];
-    }
-    const int key0 = (p_begin + it) * kPage + warp * 16;
-    if (key0 >= n_keys) continue;
-    const uint8_t* st = ring + (it % STAGES) * L::kSlice;
+  // S of one slice: keys in the permuted order; key of (n-tile j, element e) = 4 cq + 2 j + e % 2.
+  auto scores = [&](const uint8_t* st, int key0, float acc[2][4]) {
     const uint8_t* Kc = st;
     const uint16_t* Ksc = reinterpret_cast<const uint16_t*>(st + L::kKc);
-    const uint8_t* Vc = st + L::kKc + L::kSc;
-    const uint16_t* Vsc = reinterpret_cast<const uint16_t*>(Vc + L::kKc);
-
-    // S = Q K^T, keys in the permuted order; key of (n-tile j, element e) = 4 cq + 2 j + e % 2.
-    float acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
 #pragma unroll
     for (int grp = 0; grp < NG; ++grp) {
       int ia[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
@@ -791,52 +806,26 @@ __global__ void __launch_bounds__(kThreads) decode_int8_kernel(KernelParams p) {
           acc[j][e] += float(ia[j][e]) * ((e < 2 ? qs0 : qs1) * ks_);
         }
     }
-    float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = key0 + 4 * cq + 2 * j + (e % 2);
         const bool ok = key <= (e < 2 ? lim0 : lim1);
-        const float v = ok ? acc[j][e] * p.scale_log2 : -INFINITY;
-        acc[j][e] = v;
-        if (e < 2) mx0 = fmaxf(mx0, v);
-        else mx1 = fmaxf(mx1, v);
+        acc[j][e] = ok ? acc[j][e] * p.scale_log2 : -INFINITY;
       }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    const float al0 = mn0 == -INFINITY ? 1.0f : exp2f(m0 - mn0);
-    const float al1 = mn1 == -INFINITY ? 1.0f : exp2f(m1 - mn1);
-    m0 = mn0;
-    m1 = mn1;
-    float pr[2][4];
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float mref = e < 2 ? mn0 : mn1;
-        pr[j][e] = mref == -INFINITY ? 0.0f : exp2f(acc[j][e] - mref);
-      }
-    l0 = l0 * al0 + pr[0][0] + pr[0][1] + pr[1][0] + pr[1][1];
-    l1 = l1 * al1 + pr[0][2] + pr[0][3] + pr[1][2] + pr[1][3];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      o[nt][0] *= al0;
-      o[nt][1] *= al0;
-      o[nt][2] *= al1;
-      o[nt][3] *= al1;
-    }
-    // O += (P * v_scale) V per 64-group; P for keys 4 cq + {0, 1} (k slots 2 cq, 2 cq + 1)
-    // and 4 cq + {2, 3} (k slots 2 cq + 8, 2 cq + 9).
+  };
+  // O += (P * v_scale) V per 64-group; P for keys 4 cq + {0, 1} (k slots 2 cq, 2 cq + 1)
+  // and 4 cq + {2, 3} (k slots 2 cq + 8, 2 cq + 9).
+  auto pv = [&](const uint8_t* st, const float pr[2][4]) {
+    const uint8_t* Vc = st + L::kKc + L::kSc;
+    const uint16_t* Vsc = reinterpret_cast<const uint16_t*>(Vc + L::kKc);
 #pragma unroll
     for (int grp = 0; grp < NG; ++grp) {
       float sv[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) sv[i] = __half2float(__ushort_as_half(Vsc[(4 * cq + i) * NG + grp]));
-      auto sp = [&](float pv, float s) { return pv == 0.0f ? 0.0f : pv * s; };  // never 0 * NaN
+      auto sp = [](float pv_, float s_) { return pv_ == 0.0f ? 0.0f : pv_ * s_; };  // never 0 * NaN
       uint32_t pa[4];
       pa[0] = cvt_bf16x2(sp(pr[0][0], sv[0]), sp(pr[0][1], sv[1]));
       pa[1] = cvt_bf16x2(sp(pr[0][2], sv[0]), sp(pr[0][3], sv[1]));
@@ -854,6 +843,74 @@ __global__ void __launch_bounds__(kThreads) decode_int8_kernel(KernelParams p) {
         }
       }
     }
+  };
+
+#pragma unroll 1
+  for (int i = 0; i < n_groups; ++i) {
+    cp_async_wait<STAGES - 2>();
+    __syncwarp();
+    {
+      // NOTE: the stage being refilled was last read in iteration i - 1 by this warp alone.
+      const int nx = i + STAGES - 1;
+      if (nx < n_groups) load_group(nx, next_pages, nx % STAGES);
+      cp_async_commit();
+      if (nx + 1 < n_groups) {
+#pragma unroll
+        for (int h = 0; h < PAIR; ++h) next_pages[h] = page_of(nx + 1, h);
+      }
+    }
+    const uint8_t* st = ring + (i % STAGES) * L::kStage;
+    const int key0a = (p_begin + PAIR * i) * kPage + warp * 16;
+    const int key0b = key0a + kPage;
+    const bool has_a = key0a < n_keys;
+    const bool has_b = PAIR == 2 && PAIR * i + 1 < n_iter && key0b < n_keys;
+    if (!has_a) continue;  // then b is empty too
+    float sa[2][4], sb[2][4];
+    scores(st, key0a, sa);
+    if (has_b) {
+      scores(st + (PAIR - 1) * L::kSlice, key0b, sb);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sb[j][e] = -INFINITY;
+    }
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (e < 2) mx0 = fmaxf(mx0, fmaxf(sa[j][e], sb[j][e]));
+        else mx1 = fmaxf(mx1, fmaxf(sa[j][e], sb[j][e]));
+      }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float al0 = mn0 == -INFINITY ? 1.0f : exp2f(m0 - mn0);
+    const float al1 = mn1 == -INFINITY ? 1.0f : exp2f(m1 - mn1);
+    m0 = mn0;
+    m1 = mn1;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float mref = e < 2 ? mn0 : mn1;
+        sa[j][e] = mref == -INFINITY ? 0.0f : exp2f(sa[j][e] - mref);
+        sb[j][e] = mref == -INFINITY ? 0.0f : exp2f(sb[j][e] - mref);
+      }
+    l0 = l0 * al0 + (sa[0][0] + sa[0][1] + sa[1][0] + sa[1][1]) + (sb[0][0] + sb[0][1] + sb[1][0] + sb[1][1]);
+    l1 = l1 * al1 + (sa[0][2] + sa[0][3] + sa[1][2] + sa[1][3]) + (sb[0][2] + sb[0][3] + sb[1][2] + sb[1][3]);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      o[nt][0] *= al0;
+      o[nt][1] *= al0;
+      o[nt][2] *= al1;
+      o[nt][3] *= al1;
+    }
+    pv(st, sa);
+    if (has_b) pv(st + (PAIR - 1) * L::kSlice, sb);
   }
   cp_async_wait<0>();
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
