@@ -1,7 +1,8 @@
 // Paged attention kernels and their planner; the algorithm, work split and error budget are
 // described in attention.h.
 //
-// Shared memory of one CTA (offsets computed by SmemLayout, identically on host and device):
+// Shared memory of a prefill-tile CTA (offsets computed by SmemLayout, identically on host
+// and device; the decode kernels' layouts are DecodeLayout / DecodeInt8Layout below):
 //   big    ring of STAGES page stages; a stage holds the K block then the V block of one
 //          (page, kv head) as stored in global memory (kv_cache.h). bf16 stages are written
 //          swizzled (below) and read by ldmatrix directly; int8 stages are plain copies that

@@ -1,30 +1,31 @@
 // Paged attention over the CUDA KV cache (layout in kv_cache.h) for bf16 and int8 caches,
-// head_dim 64, 128, 256, any GQA ratio, causal. One kernel family serves decode and prefill:
+// head_dim 64, 128, 256, any GQA ratio, causal.
 //
 // Work: a query *row* is (query token i of a chunk, q head j of a kv-head group): rows of one
 // (chunk, kv head) are i * group + j, so the K/V of a kv head are read once for every q head
-// that shares them. A CTA (4 warps) takes a tile of M = 16 * MT rows of one chunk, one kv head
-// and one KV split (a range of pages), and walks its pages:
-//   1. cp.async brings the page's K and V blocks into a ring of shared-memory stages (int8 is
-//      then dequantized to bf16, code * fp16 scale rounded to bf16, in shared memory);
-//   2. S = Q K^T with bf16 tensor-core MMAs (m16n8k16), fp32 accumulate; each warp takes 16
-//      keys of the page for all M rows; causal / length mask; S goes to shared memory;
-//   3. online softmax per row (base-2 exponent, running max and sum kept in fp32); P is
-//      rounded to bf16 and the row sum is the sum of the rounded P, so the weights applied to
-//      V sum to exactly the normaliser;
-//   4. O = diag(alpha) O + P V with MMAs; each warp owns D/4 output dims of all M rows.
-// With one split the CTA normalises, applies the format's V rotation back and writes bf16;
-// with several, each split writes its unnormalised O, running max and sum (fp32), and a merge
-// kernel combines them by log-sum-exp.
-//
-// Q is read as fp32 (post rope), rotated by the format's K rotation and rounded to bf16.
-// Decode-class tiles (chunk rows <= 16: e.g. one token and a group of up to 16 heads) use
-// MT = 1 and split long contexts over many CTAs; prefill-class tiles use MT = 4 (MT = 2 at
-// head_dim 256) and split only when there are few tiles.
+// that shares them. A CTA (4 warps) takes a tile of rows of one chunk, one kv head and one
+// KV split (a range of pages). Q is read as fp32 (post rope) and rotated by the format's K
+// rotation. Three kernels (attention.cu):
+//  - decode tiles (<= 16 rows, e.g. one token and its kv-head group), bf16 cache: each warp
+//    owns keys [16 w, 16 w + 16) of every page of the split and streams them through its own
+//    cp.async ring; S = Q K^T with bf16 tensor-core MMAs (m16n8k16, fp32 accumulate); online
+//    softmax in registers (base-2); P re-packed in registers as the A operand of P V; no CTA
+//    barrier inside the page walk; the 4 warps combine (max, sum, O) at the end.
+//  - decode tiles, int8 cache: the same walk, two pages per warp iteration at head_dim <= 128;
+//    Q is quantised to int8 per (row, 64-group) (step amax/127) and S is an exact int8
+//    tensor-core product per group scaled by q_scale * k_scale; V codes (stored dim-major)
+//    are converted to bf16 in registers and the V scales folded into P.
+//  - prefill tiles (64 rows, 32 at head_dim 256): the CTA walks pages with a shared cp.async
+//    ring (int8 dequantised to bf16 in shared memory), S and P through shared memory.
+// With one split a CTA normalises, applies the format's V rotation back and writes bf16; with
+// several, each split writes its unnormalised O, running max and sum (fp32), and a merge
+// kernel combines them by log-sum-exp. Splits are chosen so the CTAs fill one wave of the
+// GPU's resident slots (occupancy queried per kernel).
 //
 // Error budget (what tests/cuda/test_attention.cpp checks against an fp64 reference on the
-// decoded cache): Q and P are rounded to bf16 (relative error <= 2^-9 each), int8 values are
-// rounded to bf16 after dequantization (<= 2^-9); everything else accumulates in fp32.
+// decoded cache): Q and P are rounded to bf16 (relative error <= 2^-9 each), or Q quantised to
+// int8 per row-group in the int8 decode kernel; int8 values are rounded to bf16 after
+// dequantisation (<= 2^-9); everything else accumulates in fp32 (int32 for int8 products).
 #pragma once
 #include <cuda_runtime_api.h>
 
