@@ -574,6 +574,21 @@ bool cuda_device_available() {
   return prop.major >= 8;
 }
 
+bool cuda_supports_model(const ModelConfig& c, std::string* why) {
+  const int d = c.head_dim;
+  if (d != 64 && d != 128 && d != 256) {
+    if (why) *why = fmt::format("the CUDA backend supports head_dim 64, 128 and 256, the model has {}", d);
+    return false;
+  }
+  if (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0) {
+    if (why) *why = "num_attention_heads is not a multiple of num_key_value_heads";
+    return false;
+  }
+  return true;
+}
+
+bool cuda_supports_kv_format(std::string_view name) { return name == "bf16" || name == "int8"; }
+
 std::unique_ptr<Backend> make_cuda_backend(const Model& model) { return make_cuda_backend(model, CudaBackendOptions{}); }
 
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const CudaBackendOptions& opt) {

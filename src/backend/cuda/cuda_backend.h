@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
@@ -20,6 +21,14 @@ struct Model;
 
 // True when the CUDA runtime finds at least one device of compute capability >= 8.0.
 bool cuda_device_available();
+
+struct ModelConfig;
+// Whether the CUDA backend can run this model (head_dim 64/128/256, q heads a multiple of kv
+// heads); when not, *why says so. For `--device auto` to fall back to the CPU instead of
+// failing in make_cuda_backend.
+bool cuda_supports_model(const ModelConfig& c, std::string* why = nullptr);
+// Whether the CUDA backend has kernels for this --kv-dtype (bf16, int8).
+bool cuda_supports_kv_format(std::string_view name);
 
 // How activations enter the bf16 GEMMs.
 enum class CudaGemmMode {
