@@ -8,6 +8,7 @@
 
 namespace ninfer {
 
-std::unique_ptr<Backend> make_backend(const Model& model, const std::string& device, int threads, bool quiet);
+std::unique_ptr<Backend> make_backend(const Model& model, const std::string& device, const std::string& kv_dtype,
+                                      int threads, bool quiet);
 
 }  // namespace ninfer

@@ -27,7 +27,7 @@ std::unique_ptr<Engine> Engine::create(const std::filesystem::path& dir, const E
     std::fprintf(stderr, "warning: --max-context %lld exceeds the model's max_position_embeddings %d\n",
                  (long long)e->max_context_, c.max_position);
   }
-  e->backend_ = make_backend(*e->model_, opt.device, opt.threads, opt.quiet);
+  e->backend_ = make_backend(*e->model_, opt.device, opt.kv_dtype, opt.threads, opt.quiet);
 
   CapacityInputs in;
   MemoryInfo mem = e->backend_->memory();
