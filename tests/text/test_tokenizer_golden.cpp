@@ -33,7 +33,8 @@ TEST_P(GoldenPrompts, EncodeReproducesIds) {
 TEST_P(GoldenPrompts, DecodeSkippingSpecialsGivesPromptText) {
   NINFER_REQUIRE_MODEL(GetParam());
   Tokenizer tok = Tokenizer::load(test::model_dir(GetParam()));
-  for (const auto& p : golden(GetParam())["prompts"]) {
+  const nlohmann::json g = golden(GetParam());  // must outlive the loop over its prompts
+  for (const auto& p : g["prompts"]) {
     auto ids = p["ids"].get<std::vector<int32_t>>();
     std::string text = p["text"].get<std::string>();
     // Prompts that spell special tokens keep them when specials are not skipped.
