@@ -4,13 +4,23 @@
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
-# attn:  ninfer bench --attention, bf16 and int8, 3 shapes x ctx x batch -> $OUT/attn.jsonl
-# sdpa:  PyTorch SDPA on the same shapes -> $OUT/sdpa.json, then the comparison table
+# attn:  ninfer bench --attention, formats x shapes x ctx x batch -> $OUT/attn.jsonl
+#        (ATTN_FORMATS, default bf16,int8; ATTN_SHAPES, default "32/8/128 16/2/256 24/4/256";
+#        ATTN_CTX, default 8192,32768,131072; ATTN_BATCH, default 1,8)
+# sdpa:  PyTorch SDPA on the same shapes -> $OUT/sdpa.json, then the comparison tables
+#        (bench/compare_attention.py: bf16/int8; bench/compare_compressed_attention.py: every
+#        format vs SDPA, with the copy bandwidth)
+# pattn: prefill attention alone (a whole 4K and 32K prompt as one chunk), ATTN_FORMATS,
+#        heads 32/8, head_dim 128, batch 1 -> $OUT/pattn.jsonl
 # e2e:   random Llama-3-8B checkpoint, end-to-end prefill/decode bench -> $OUT/e2e.txt
 # ncu:   Nsight Compute sections of one bf16 decode-attention launch -> $OUT/ncu.txt
 # Models come from $NINFER_SHARED_DIR (default .carry/shared). Everything logs under $OUT.
 set -u
 OUT=${OUT:-/tmp/ninfer_out}
+ATTN_FORMATS=${ATTN_FORMATS:-bf16,int8}
+ATTN_SHAPES=${ATTN_SHAPES:-32/8/128 16/2/256 24/4/256}
+ATTN_CTX=${ATTN_CTX:-8192,32768,131072}
+ATTN_BATCH=${ATTN_BATCH:-1,8}
 mkdir -p "$OUT"
 ROOT=$(pwd)
 export NINFER_SHARED_DIR=${NINFER_SHARED_DIR:-$ROOT/.carry/shared}
@@ -40,23 +50,37 @@ for stage in "$@"; do
     stamp test
     timeout 400 "$BIN/test_cuda" --gtest_color=no > "$OUT/test.log" 2>&1
     echo "test_cuda exit $?" | tee -a "$OUT/session.log"
-    grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[ (attn|golden|int8)|Failure|error:|Expected|Which is|actual|got " "$OUT/test.log" | head -120 ;;
+    grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[ (attn|golden|int8|int4|rk)|Failure|error:|Expected|Which is|actual|got " "$OUT/test.log" | head -120 ;;
   attn)
     stamp attn
     : > "$OUT/attn.jsonl"
-    for shape in 32/8/128 16/2/256 24/4/256; do
+    for shape in $ATTN_SHAPES; do
       IFS=/ read -r hq hkv d <<< "$shape"
-      timeout 300 "$BIN/ninfer" bench --attention --kv-dtype bf16,int8 --ctx 8192,32768,131072 --batch 1,8 \
+      echo "+ ninfer bench --attention --kv-dtype $ATTN_FORMATS --ctx $ATTN_CTX --batch $ATTN_BATCH --heads $hq/$hkv --head-dim $d --json" >> "$OUT/bench.log"
+      timeout 300 "$BIN/ninfer" bench --attention --kv-dtype "$ATTN_FORMATS" --ctx "$ATTN_CTX" --batch "$ATTN_BATCH" \
         --heads "$hq/$hkv" --head-dim "$d" --json > "$OUT/attn_tmp.txt" 2>> "$OUT/bench.log"
       echo "attention $shape exit $?"; grep -v "^{" "$OUT/attn_tmp.txt"; grep "^{" "$OUT/attn_tmp.txt" >> "$OUT/attn.jsonl"
     done
     rm -f "$OUT/attn_tmp.txt" ;;
+  pattn)
+    stamp pattn
+    : > "$OUT/pattn.jsonl"
+    for n in 4096 32768; do
+      echo "+ ninfer bench --attention --kv-dtype $ATTN_FORMATS --ctx $n --queries $n --batch 1 --heads 32/8 --head-dim 128 --json" >> "$OUT/bench.log"
+      timeout 200 "$BIN/ninfer" bench --attention --kv-dtype "$ATTN_FORMATS" --ctx $n --queries $n --batch 1 \
+        --heads 32/8 --head-dim 128 --json > "$OUT/attn_tmp.txt" 2>> "$OUT/bench.log"
+      echo "prefill attention $n exit $?"; grep -v "^{" "$OUT/attn_tmp.txt"; grep "^{" "$OUT/attn_tmp.txt" >> "$OUT/pattn.jsonl"
+    done
+    rm -f "$OUT/attn_tmp.txt" ;;
   sdpa)
     stamp sdpa
-    timeout 300 python3 bench/sdpa_decode_attention.py --shapes 32/8/128,16/2/256,24/4/256 --ctx 8192,32768,131072 \
-      --batch 1,8 --json "$OUT/sdpa.json" >> "$OUT/bench.log" 2>&1
+    shapes_csv=$(echo $ATTN_SHAPES | tr ' ' ',')
+    echo "+ python3 bench/sdpa_decode_attention.py --shapes $shapes_csv --ctx $ATTN_CTX --batch $ATTN_BATCH" >> "$OUT/bench.log"
+    timeout 300 python3 bench/sdpa_decode_attention.py --shapes "$shapes_csv" --ctx "$ATTN_CTX" \
+      --batch "$ATTN_BATCH" --json "$OUT/sdpa.json" >> "$OUT/bench.log" 2>&1
     echo "sdpa exit $?"
-    python3 bench/compare_attention.py "$OUT/sdpa.json" "$OUT/attn.jsonl" | tee -a "$OUT/bench.log" ;;
+    python3 bench/compare_attention.py "$OUT/sdpa.json" "$OUT/attn.jsonl" | tee -a "$OUT/bench.log"
+    python3 bench/compare_compressed_attention.py "$OUT/sdpa.json" "$OUT/attn.jsonl" | tee -a "$OUT/bench.log" ;;
   e2e)
     stamp e2e
     CK=/tmp/llama3-8b-random

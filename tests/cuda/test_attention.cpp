@@ -1,10 +1,12 @@
 // Paged attention (attention.h) against an fp64 reference computed on the *decoded* cache
-// (the CPU codec's decoder applied to the bytes the GPU append wrote), for bf16 and int8,
-// head_dim 64/128/256, GQA ratios 1, 3, 4, 8, decode-class and prefill-class chunks in one
+// (the CPU codec's decoder applied to the bytes the GPU append wrote), for bf16, int8 and
+// the compressed caches (int4, rk4v4-e8, rk2v4-e8: Q rotated by H_D, output rotated back by
+// H_64 per group), head_dim 64/128/256, GQA ratios 1, 3, 4, 8, decode-class and prefill-class chunks in one
 // batch, lengths at page boundaries +-1, shuffled page tables, forced and automatic KV splits.
 //
 // Tolerance (derived): the kernel rounds Q to bf16 (relative 2^-9), P to bf16 (2^-9), and
-// int8 values to bf16 after dequantisation (2^-9); it accumulates in fp32. The int8 decode
+// int8 and compressed values to bf16 after dequantisation (2^-9; the compressed decode and
+// prefill kernels are otherwise the bf16 ones); it accumulates in fp32. The int8 decode
 // kernel instead quantises Q to int8 per (row, 64-group) (step amax/127: at most 1/254 of the
 // group's largest |q| per element, independent errors) for an exact int8 dot product with K. With |v| <= 1 an
 // output element moves by at most ~2^-8 from the P and V roundings; the Q rounding moves a
@@ -51,8 +53,9 @@ TEST_P(PagedAttentionTest, MatchesFp64ReferenceOnDecodedCache) {
   const int d = c.head_dim, nh = c.n_heads, nkv = c.n_kv_heads, g = nh / nkv;
   const uint32_t seed = 777u + uint32_t(d * 31 + nh * 7 + nkv);
   SCOPED_TRACE(::testing::Message() << c.name << " seed " << seed);
-  const cuda::CacheKind kind = std::string(c.fmt) == "int8" ? cuda::CacheKind::Int8 : cuda::CacheKind::Bf16;
-  const size_t blk = cuda::cache_block_bytes(kind, d);
+  cuda::CacheKind kind{};
+  ASSERT_TRUE(cuda::cache_kind_for(c.fmt, &kind));
+  const size_t kblk = cuda::cache_block_bytes(kind, d, 0), vblk = cuda::cache_block_bytes(kind, d, 1);
 
   // Pages: every sequence gets ceil(n_ctx / 64) pages from one shuffled pool.
   int total_pages = 0, total_ctx = 0, total_q = 0;
@@ -89,7 +92,7 @@ TEST_P(PagedAttentionTest, MatchesFp64ReferenceOnDecodedCache) {
   DevBuf<int32_t> d_page, d_slot;
   d_page.upload(tok_page);
   d_slot.upload(tok_slot);
-  DevBuf<uint8_t> k_pool(size_t(n_pages) * nkv * blk), v_pool(size_t(n_pages) * nkv * blk);
+  DevBuf<uint8_t> k_pool(size_t(n_pages) * nkv * kblk), v_pool(size_t(n_pages) * nkv * vblk);
   // NOTE: stale finite garbage in unused slots (the kernel must mask it, not rely on zeros).
   k_pool.zero();
   v_pool.zero();
@@ -97,6 +100,8 @@ TEST_P(PagedAttentionTest, MatchesFp64ReferenceOnDecodedCache) {
     std::vector<uint8_t> junk(k_pool.size());
     for (size_t i = 0; i < junk.size(); ++i) junk[i] = uint8_t((i * 131 + 7) % 97);
     k_pool.upload(junk);
+    junk.resize(v_pool.size());
+    for (size_t i = 0; i < junk.size(); ++i) junk[i] = uint8_t((i * 131 + 7) % 97);
     v_pool.upload(junk);
   }
   cuda::KvAppendParams ap;
@@ -144,11 +149,11 @@ TEST_P(PagedAttentionTest, MatchesFp64ReferenceOnDecodedCache) {
   const std::vector<uint8_t> kh = k_pool.download(), vh = v_pool.download();
 
   // Reference on the decoded cache.
-  const size_t code_b = cuda::cache_code_bytes(kind, d), scale_b = cuda::cache_scale_bytes(kind, d);
+  const size_t scale_b = cuda::cache_scale_bytes(kind, d);
   auto decode = [&](const std::vector<uint8_t>& pool, int side, const KvSideCodec& codec, int page, int h, int slot,
                     float* dst) {
-    const uint8_t* b = pool.data() + (size_t(page) * nkv + h) * blk;
-    std::vector<uint8_t> row(code_b + scale_b);
+    const uint8_t* b = pool.data() + (size_t(page) * nkv + h) * (side == 0 ? kblk : vblk);
+    std::vector<uint8_t> row(cuda::cache_code_bytes(kind, d, side) + scale_b);
     cuda::gather_cpu_row(kind, side, b, d, slot, row.data());
     codec.decode(row.data(), d, dst);
   };
@@ -220,7 +225,18 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{"int8_d64_g1_mixed", "int8", 64, 4, 4, kMixed, 0, 3.0f},
         AttnCase{"int8_d256_g8_mixed", "int8", 256, 16, 2, kMixed, 0, 3.0f},
         AttnCase{"int8_d128_g4_long_auto", "int8", 128, 32, 8, kLong, 0, 3.0f},
-        AttnCase{"int8_d256_g4_long_split5", "int8", 256, 8, 2, kLong, 5, 3.0f}),
+        AttnCase{"int8_d256_g4_long_split5", "int8", 256, 8, 2, kLong, 5, 3.0f},
+        AttnCase{"int4_d128_g4_mixed", "int4", 128, 8, 2, kMixed, 0, 3.0f},
+        AttnCase{"int4_d64_g1_long_split3", "int4", 64, 4, 4, kLong, 3, 3.0f},
+        AttnCase{"rk4v4_e8_d128_g4_mixed", "rk4v4-e8", 128, 8, 2, kMixed, 0, 3.0f},
+        AttnCase{"rk4v4_e8_d64_g1_mixed", "rk4v4-e8", 64, 4, 4, kMixed, 0, 3.0f},
+        AttnCase{"rk4v4_e8_d256_g8_mixed", "rk4v4-e8", 256, 16, 2, kMixed, 0, 3.0f},
+        AttnCase{"rk4v4_e8_d128_g4_long_auto", "rk4v4-e8", 128, 32, 8, kLong, 0, 3.0f},
+        AttnCase{"rk4v4_e8_d128_peaky_split7", "rk4v4-e8", 128, 8, 2, kMixed, 7, 12.0f},
+        AttnCase{"rk2v4_e8_d128_g4_mixed", "rk2v4-e8", 128, 8, 2, kMixed, 0, 3.0f},
+        AttnCase{"rk2v4_e8_d64_g3_mixed", "rk2v4-e8", 64, 12, 4, kMixed, 0, 3.0f},
+        AttnCase{"rk2v4_e8_d256_g8_mixed", "rk2v4-e8", 256, 16, 2, kMixed, 0, 3.0f},
+        AttnCase{"rk2v4_e8_d256_g4_long_split5", "rk2v4-e8", 256, 8, 2, kLong, 5, 3.0f}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Batch invariance of the kernel: a sequence's output does not depend on what else is in
@@ -228,7 +244,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(PagedAttentionProps, ResultIndependentOfBatchAndPagePlacement) {
   NINFER_REQUIRE_GPU();
   const int d = 128, nh = 8, nkv = 2, n_ctx = 300;
-  const size_t blk = cuda::cache_block_bytes(cuda::CacheKind::Bf16, d);
+  const size_t blk = cuda::cache_block_bytes(cuda::CacheKind::Bf16, d, 0);
   const int n_pages = 16;
   std::vector<float> kv = test::random_floats(size_t(n_ctx) * 2 * nkv * d, 99);
   std::vector<float> q = test::random_floats(size_t(2) * nh * d, 100);

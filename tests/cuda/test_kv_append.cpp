@@ -1,5 +1,8 @@
 // KV append kernels against the CPU codecs: the GPU must write byte-identical codes and
-// scales (int8) and bf16 values, placed in the device layout of kv_cache.h.
+// scales (int8, int4, rk4v4-e8 K and V, rk2v4-e8 K and V) and bf16 values, placed in the
+// device layout of kv_cache.h. Row cases: all zero, all equal (a lone spike after H), one huge
+// outlier, exact int8 rounding ties, +-amax, NaN/+-Inf, fp16-subnormal scales, scales that
+// round to 0, scales clamped to 65504, and Gaussian rows of several widths.
 #include <cmath>
 #include <limits>
 
@@ -68,14 +71,15 @@ TEST_P(KvAppend, BytesMatchCpuCodec) {
     tok_page[size_t(t)] = page_of_block[size_t(t / 64)];
     tok_slot[size_t(t)] = t % 64;
   }
-  const cuda::CacheKind kind = std::string(c.fmt) == "int8" ? cuda::CacheKind::Int8 : cuda::CacheKind::Bf16;
-  const size_t blk = cuda::cache_block_bytes(kind, d);
+  cuda::CacheKind kind{};
+  ASSERT_TRUE(cuda::cache_kind_for(c.fmt, &kind));
+  const size_t kblk = cuda::cache_block_bytes(kind, d, 0), vblk = cuda::cache_block_bytes(kind, d, 1);
   DevBuf<float> d_src;
   d_src.upload(src);
   DevBuf<int32_t> d_page, d_slot;
   d_page.upload(tok_page);
   d_slot.upload(tok_slot);
-  DevBuf<uint8_t> k_pool(size_t(n_pages) * nkv * blk), v_pool(size_t(n_pages) * nkv * blk);
+  DevBuf<uint8_t> k_pool(size_t(n_pages) * nkv * kblk), v_pool(size_t(n_pages) * nkv * vblk);
   k_pool.poison();
   v_pool.poison();
   cuda::KvAppendParams p;
@@ -94,17 +98,19 @@ TEST_P(KvAppend, BytesMatchCpuCodec) {
   p.k_rotate = fmt.k.rotation == KvRotation::HadamardHead;
   cuda::launch_kv_append(p, nullptr);
   const std::vector<uint8_t> kh = k_pool.download(), vh = v_pool.download();
-  const size_t code_b = cuda::cache_code_bytes(kind, d), scale_b = cuda::cache_scale_bytes(kind, d);
-  ASSERT_EQ(code_b + scale_b, fmt.k_bytes(d));
+  const size_t scale_b = cuda::cache_scale_bytes(kind, d);
+  ASSERT_EQ(cuda::cache_code_bytes(kind, d, 0) + scale_b, fmt.k_bytes(d));
+  ASSERT_EQ(cuda::cache_code_bytes(kind, d, 1) + scale_b, fmt.v_bytes(d));
   int mismatches = 0;
   for (int t = 0; t < n_tok; ++t) {
     for (int side = 0; side < 2; ++side) {
       for (int h = 0; h < nkv; ++h) {
         const float* row = src.data() + size_t(t) * ld + size_t(side * nkv + h) * d;
-        std::vector<uint8_t> want(fmt.k_bytes(d));
+        std::vector<uint8_t> want(side == 0 ? fmt.k_bytes(d) : fmt.v_bytes(d));
         (side == 0 ? fmt.k : fmt.v).encode(row, d, want.data());
-        const uint8_t* b = (side == 0 ? kh : vh).data() + (size_t(tok_page[size_t(t)]) * nkv + h) * blk;
-        std::vector<uint8_t> got(code_b + scale_b);
+        const uint8_t* b =
+            (side == 0 ? kh : vh).data() + (size_t(tok_page[size_t(t)]) * nkv + h) * (side == 0 ? kblk : vblk);
+        std::vector<uint8_t> got(want.size());
         cuda::gather_cpu_row(kind, side, b, d, tok_slot[size_t(t)], got.data());
         if (got != want && mismatches++ < 5) {
           size_t i = 0;
@@ -121,9 +127,16 @@ TEST_P(KvAppend, BytesMatchCpuCodec) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, KvAppend,
                          ::testing::Values(AppendCase{64, "int8"}, AppendCase{128, "int8"}, AppendCase{256, "int8"},
-                                           AppendCase{64, "bf16"}, AppendCase{128, "bf16"}, AppendCase{256, "bf16"}),
+                                           AppendCase{64, "bf16"}, AppendCase{128, "bf16"}, AppendCase{256, "bf16"},
+                                           AppendCase{64, "int4"}, AppendCase{128, "int4"}, AppendCase{256, "int4"},
+                                           AppendCase{64, "rk4v4-e8"}, AppendCase{128, "rk4v4-e8"},
+                                           AppendCase{256, "rk4v4-e8"}, AppendCase{64, "rk2v4-e8"},
+                                           AppendCase{128, "rk2v4-e8"}, AppendCase{256, "rk2v4-e8"}),
                          [](const auto& info) {
-                           return std::string(info.param.fmt) + "_d" + std::to_string(info.param.head_dim);
+                           std::string s = std::string(info.param.fmt) + "_d" + std::to_string(info.param.head_dim);
+                           for (char& ch : s)
+                             if (ch == '-') ch = '_';
+                           return s;
                          });
 
 }  // namespace

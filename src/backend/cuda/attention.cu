@@ -25,6 +25,7 @@
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/kv_codecs.cuh"
 
 namespace ninfer::cuda {
 namespace {
@@ -35,6 +36,9 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 // Chunk record in device memory: tok0, n_tokens, start_pos, table offset, n_blocks.
 constexpr int kChunkInts = 5;
+
+// Swizzle of a bf16 [rows][D] tile (see the top of this file).
+__device__ __forceinline__ int swz(int r, int c) { return c ^ (r & 7); }
 
 struct KernelParams {
   const float* q;
@@ -53,7 +57,37 @@ struct KernelParams {
   float* part_o;   // [n_splits][n_rows_total][D]
   float* part_ml;  // [n_splits][n_rows_total][2]
   int n_rows_total;
+  // Compressed kinds (KIND 2): the format (CacheKind value), per side the code bytes of a row
+  // and the bytes of a (page, kv head) block, and the E8P decode table (rk2v4-e8 K).
+  int fmt;
+  int k_cb, v_cb, k_blk, v_blk;
+  const uint32_t* e8p_abs;  // [256]
 };
+
+// KIND 2: expands rows [0, rows) of a slice of compressed codes (codes [rows][cb], then scales
+// [rows][D / 64] fp16, as stored) to a swizzled bf16 [rows][D] tile; rows >= valid become 0.
+// Threads tid0, tid0 + nthr, ... of the caller's group take part.
+template <int D>
+__device__ __forceinline__ void expand_compressed_tile(const KernelParams& p, int side, const uint8_t* src, int rows,
+                                                       int valid, uint8_t* dst, int tid0, int nthr) {
+  constexpr int CPR = D / 8;
+  const int cb = side == 0 ? p.k_cb : p.v_cb;
+  const uint16_t* scales = reinterpret_cast<const uint16_t*>(src + rows * cb);
+  for (int u = tid0; u < rows * CPR; u += nthr) {
+    const int r = u / CPR, c = u % CPR;
+    uint4 w = make_uint4(0, 0, 0, 0);
+    if (r < valid) {
+      const float sc = __half2float(__ushort_as_half(scales[r * (D / 64) + c / 8]));
+      float v[8];
+      expand_block8(p.fmt, side, src + r * cb, c, sc, p.e8p_abs, v);
+      w.x = cvt_bf16x2(v[0], v[1]);
+      w.y = cvt_bf16x2(v[2], v[3]);
+      w.z = cvt_bf16x2(v[4], v[5]);
+      w.w = cvt_bf16x2(v[6], v[7]);
+    }
+    *reinterpret_cast<uint4*>(dst + r * D * 2 + swz(r, c) * 16) = w;
+  }
+}
 
 constexpr int stages_for(int D, int MT) { return D == 64 ? 4 : (D == 128 ? 3 : (MT == 1 ? 3 : 2)); }
 
@@ -61,10 +95,11 @@ template <int D, int KIND, int MT>
 struct SmemLayout {
   static constexpr int M = 16 * MT;
   static constexpr int STAGES = stages_for(D, MT);
-  static constexpr int kBlk = KIND == 0 ? kPage * D * 2 : kPage * (D + D / 32);  // bytes of one side's block
+  // Bytes of one side's block (KIND 2: the largest compressed block, 4 bits per value).
+  static constexpr int kBlk = KIND == 0 ? kPage * D * 2 : (KIND == 1 ? kPage * (D + D / 32) : kPage * (D / 2 + D / 32));
   static constexpr int kStage = 2 * kBlk;
   static constexpr int kTile = kPage * D * 2;  // one bf16 working tile
-  static constexpr int kBigRing = STAGES * kStage + (KIND == 1 ? 2 * kTile : 0);
+  static constexpr int kBigRing = STAGES * kStage + (KIND != 0 ? 2 * kTile : 0);
   static constexpr int kQf = M * D * 4;
   static constexpr int kOs = M * (D + 4) * 4;
   static constexpr int kBig = (kBigRing > kOs ? (kBigRing > kQf ? kBigRing : kQf) : (kOs > kQf ? kOs : kQf));
@@ -76,7 +111,6 @@ struct SmemLayout {
   static constexpr int kBytes = oRow + 3 * M * 4;
 };
 
-__device__ __forceinline__ int swz(int r, int c) { return c ^ (r & 7); }
 
 // In-place normalised Hadamard transform of rows of `x` ([rows][pitch] fp32 in shared
 // memory): rot 1 = over the first n = D values, rot 2 = over each 64-group. All threads of
@@ -184,13 +218,16 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
     const int valid = min(kPage, n_keys - pg * kPage);
     uint8_t* st = big + stage * L::kStage;
     for (int side = 0; side < 2; ++side) {
-      const uint8_t* src = (side == 0 ? p.k_pool : p.v_pool) + (size_t(page) * p.n_kv_heads + kvh) * blk_stride;
+      const size_t bs = KIND == 2 ? size_t(side == 0 ? p.k_blk : p.v_blk) : blk_stride;
+      const uint8_t* src = (side == 0 ? p.k_pool : p.v_pool) + (size_t(page) * p.n_kv_heads + kvh) * bs;
       uint8_t* dst = st + side * L::kBlk;
       if constexpr (KIND == 0) {
         for (int u = tid; u < kPage * CPR; u += kThreads) {
           const int r = u / CPR, c = u % CPR;
           cp_async16(dst + r * D * 2 + swz(r, c) * 16, src + r * D * 2 + c * 16, r < valid ? 16 : 0);
         }
+      } else if constexpr (KIND == 2) {
+        for (int u = tid; u < int(bs / 16); u += kThreads) cp_async16(dst + u * 16, src + u * 16, 16);
       } else {
         for (int u = tid; u < L::kBlk / 16; u += kThreads) cp_async16(dst + u * 16, src + u * 16, 16);
       }
@@ -238,6 +275,15 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
     if constexpr (KIND == 0) {
       Kt = st;
       Vt = st + L::kBlk;
+    } else if constexpr (KIND == 2) {
+      // Expand the compressed codes * fp16 scale -> bf16 into the swizzled working tiles.
+      uint8_t* Kw = big + STAGES * L::kStage;
+      uint8_t* Vw = Kw + L::kTile;
+      expand_compressed_tile<D>(p, 0, st, kPage, valid, Kw, tid, kThreads);
+      expand_compressed_tile<D>(p, 1, st + L::kBlk, kPage, valid, Vw, tid, kThreads);
+      __syncthreads();
+      Kt = Kw;
+      Vt = Vw;
     } else {
       // Dequantize int8 codes * fp16 scale -> bf16 into the swizzled working tiles.
       uint8_t* Kw = big + STAGES * L::kStage;
@@ -392,12 +438,13 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
 template <int D, int KIND>
 struct DecodeLayout {
   static constexpr int STAGES = KIND == 0 ? (D == 64 ? 4 : 3) : (D == 256 ? 3 : 4);
-  static constexpr int kSliceCodes = KIND == 0 ? 16 * D * 2 : 16 * D;    // one side's 16 rows
+  // One side's 16 rows (KIND 2: the largest compressed code, 4 bits per value).
+  static constexpr int kSliceCodes = KIND == 0 ? 16 * D * 2 : (KIND == 1 ? 16 * D : 16 * D / 2);
   static constexpr int kSliceScales = KIND == 0 ? 0 : 16 * (D / 32);     // bytes
   static constexpr int kSide = kSliceCodes + kSliceScales;
   static constexpr int kSlice = 2 * kSide;                               // K then V
   static constexpr int kTile = 16 * D * 2;                               // bf16 working tile
-  static constexpr int kWarp = STAGES * kSlice + (KIND == 1 ? 2 * kTile : 0);
+  static constexpr int kWarp = STAGES * kSlice + (KIND != 0 ? 2 * kTile : 0);
   static constexpr int kRing = 4 * kWarp;
   static constexpr int kQf = 16 * D * 4;
   static constexpr int kOw = 4 * 16 * D * 4;
@@ -411,7 +458,7 @@ struct DecodeLayout {
 
 template <int D, int KIND>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams p) {
-  static_assert(KIND == 0, "int8 decode has its own kernel (decode_int8_kernel)");
+  static_assert(KIND != 1, "int8 decode has its own kernel (decode_int8_kernel)");
   using L = DecodeLayout<D, KIND>;
   constexpr int STAGES = L::STAGES, CPR = D / 8, NT = D / 8;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -459,10 +506,14 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
           cp_async16(d + r * D * 2 + swz(r, c) * 16, src + r * D * 2 + c * 16, r < valid ? 16 : 0);
         }
       } else {
-        const uint8_t* codes = b + size_t(warp * 16) * D;
-        for (int u = lane; u < D; u += 32) cp_async16(d + u * 16, codes + u * 16, 16);
-        const uint8_t* sc = b + size_t(kPage) * D + size_t(warp * 16) * (D / 32);
-        for (int u = lane; u < D / 32; u += 32) cp_async16(d + 16 * D + u * 16, sc + u * 16, 16);
+        // KIND 2: the warp's 16 code rows, then their 16 scale rows, as stored (kv_cache.h).
+        const int cb = side == 0 ? p.k_cb : p.v_cb;
+        const uint8_t* bb = (side == 0 ? p.k_pool : p.v_pool) + (size_t(page) * p.n_kv_heads + kvh) *
+                                                                   size_t(side == 0 ? p.k_blk : p.v_blk);
+        const uint8_t* codes = bb + size_t(warp * 16) * cb;
+        for (int u = lane; u < cb; u += 32) cp_async16(d + u * 16, codes + u * 16, 16);
+        const uint8_t* sc = bb + size_t(kPage) * cb + size_t(warp * 16) * (D / 32);
+        for (int u = lane; u < D / 32; u += 32) cp_async16(d + 16 * cb + u * 16, sc + u * 16, 16);
       }
     }
   };
@@ -495,6 +546,18 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
     const uint8_t* st = ring + (it % STAGES) * L::kSlice;
     const uint8_t* Kt = st;
     const uint8_t* Vt = st + L::kSide;
+    if constexpr (KIND == 2) {
+      // Expand the warp's slice into its private bf16 tiles (after the previous iteration's
+      // ldmatrix reads of them: the __syncwarp above orders them).
+      uint8_t* Kw = ring + STAGES * L::kSlice;
+      uint8_t* Vw = Kw + L::kTile;
+      const int valid = min(16, n_keys - key0);
+      expand_compressed_tile<D>(p, 0, st, 16, valid, Kw, lane, 32);
+      expand_compressed_tile<D>(p, 1, st + L::kSide, 16, valid, Vw, lane, 32);
+      __syncwarp();
+      Kt = Kw;
+      Vt = Vw;
+    }
 
     // S = Q K^T: 16 rows x 16 keys.
     float acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
@@ -1023,14 +1086,14 @@ template <int D, int KIND>
 void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
   const dim3 grid(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(kp.n_splits));
   static bool configured = false;
-  if constexpr (KIND == 0) {
-    using L = DecodeLayout<D, 0>;
+  if constexpr (KIND != 1) {
+    using L = DecodeLayout<D, KIND>;
     if (!configured) {
-      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, 0>,
+      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, KIND>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
       configured = true;
     }
-    decode_attention_kernel<D, 0><<<grid, kThreads, L::kBytes, s>>>(kp);
+    decode_attention_kernel<D, KIND><<<grid, kThreads, L::kBytes, s>>>(kp);
   } else {
     using L = DecodeInt8Layout<D>;
     if (!configured) {
@@ -1060,8 +1123,10 @@ template <int D>
 void dispatch_kind(const KernelParams& kp, CacheKind kind, int cls, int n_work, cudaStream_t s) {
   if (kind == CacheKind::Bf16) {
     dispatch_mt<D, 0>(kp, cls, n_work, s);
-  } else {
+  } else if (kind == CacheKind::Int8) {
     dispatch_mt<D, 1>(kp, cls, n_work, s);
+  } else {
+    dispatch_mt<D, 2>(kp, cls, n_work, s);
   }
 }
 
@@ -1079,12 +1144,12 @@ int occupancy_of() {
 template <int D, int KIND>
 int occupancy_decode() {
   int n = 0;
-  if constexpr (KIND == 0) {
-    using L = DecodeLayout<D, 0>;
-    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, 0>,
+  if constexpr (KIND != 1) {
+    using L = DecodeLayout<D, KIND>;
+    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, KIND>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
     NINFER_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<D, 0>, kThreads, L::kBytes));
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<D, KIND>, kThreads, L::kBytes));
   } else {
     using L = DecodeInt8Layout<D>;
     NINFER_CUDA_CHECK(
@@ -1098,7 +1163,8 @@ template <int D>
 int occupancy_d(CacheKind kind, int cls) {
   constexpr int MTp = D == 256 ? 2 : 4;
   if (kind == CacheKind::Bf16) return cls == 0 ? occupancy_decode<D, 0>() : occupancy_of<D, 0, MTp>();
-  return cls == 0 ? occupancy_decode<D, 1>() : occupancy_of<D, 1, MTp>();
+  if (kind == CacheKind::Int8) return cls == 0 ? occupancy_decode<D, 1>() : occupancy_of<D, 1, MTp>();
+  return cls == 0 ? occupancy_decode<D, 2>() : occupancy_of<D, 2, MTp>();
 }
 
 int mt_for(int cls, int head_dim) { return cls == 0 ? 1 : (head_dim == 256 ? 2 : 4); }
@@ -1115,6 +1181,7 @@ PagedAttention::PagedAttention(const AttnShape& shape) : shape_(shape) {
   NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, dev));
   cls_[0].mt = 1;
   cls_[1].mt = mt_for(1, shape.head_dim);
+  if (shape.kind == CacheKind::Rk2) e8p_abs_ = e8p_device_tables().abs;
   for (int c = 0; c < 2; ++c) {
     const int d = shape.head_dim;
     const int occ = d == 64 ? occupancy_d<64>(shape.kind, c)
@@ -1247,6 +1314,12 @@ void PagedAttention::run(const float* q, int q_ld, const uint8_t* k_pool, const 
     kp.part_o = d_part_;
     kp.part_ml = d_part_ ? d_part_ + size_t(k.splits) * n_rows_total_ * shape_.head_dim : nullptr;
     kp.n_rows_total = n_rows_total_;
+    kp.fmt = int(shape_.kind);
+    kp.k_cb = int(cache_code_bytes(shape_.kind, shape_.head_dim, 0));
+    kp.v_cb = int(cache_code_bytes(shape_.kind, shape_.head_dim, 1));
+    kp.k_blk = int(cache_block_bytes(shape_.kind, shape_.head_dim, 0));
+    kp.v_blk = int(cache_block_bytes(shape_.kind, shape_.head_dim, 1));
+    kp.e8p_abs = e8p_abs_;
     switch (shape_.head_dim) {
       case 64: dispatch_kind<64>(kp, shape_.kind, c, k.n_work, s); break;
       case 128: dispatch_kind<128>(kp, shape_.kind, c, k.n_work, s); break;

@@ -1,5 +1,5 @@
-// Paged attention over the CUDA KV cache (layout in kv_cache.h) for bf16 and int8 caches,
-// head_dim 64, 128, 256, any GQA ratio, causal.
+// Paged attention over the CUDA KV cache (layout in kv_cache.h) for bf16, int8 and the
+// compressed caches (int4, rk4v4-e8, rk2v4-e8), head_dim 64, 128, 256, any GQA ratio, causal.
 //
 // Work: a query *row* is (query token i of a chunk, q head j of a kv-head group): rows of one
 // (chunk, kv head) are i * group + j, so the K/V of a kv head are read once for every q head
@@ -15,8 +15,15 @@
 //    Q is quantised to int8 per (row, 64-group) (step amax/127) and S is an exact int8
 //    tensor-core product per group scaled by q_scale * k_scale; V codes (stored dim-major)
 //    are converted to bf16 in registers and the V scales folded into P.
+//  - decode tiles, compressed caches (int4, rk4v4-e8, rk2v4-e8; one kernel per head_dim that
+//    switches on the format at run time): the bf16 walk, but each warp's cp.async ring holds
+//    the raw codes and scales of its 16-key slices (136 or 104 bytes per head-token at D 128
+//    instead of 512), which the warp expands into a private swizzled bf16 tile (E8 codes to
+//    doubled / quadrupled small integers times the fp16 scale / 2 or / 4, exact in fp32, then
+//    rounded to bf16) just before the same tensor-core S and P V.
 //  - prefill tiles (64 rows, 32 at head_dim 256): the CTA walks pages with a shared cp.async
-//    ring (int8 dequantised to bf16 in shared memory), S and P through shared memory.
+//    ring (int8 and compressed codes expanded to bf16 in shared memory), S and P through
+//    shared memory.
 // With one split a CTA normalises, applies the format's V rotation back and writes bf16; with
 // several, each split writes its unnormalised O, running max and sum (fp32), and a merge
 // kernel combines them by log-sum-exp. Splits are chosen so the CTAs fill one wave of the
@@ -24,8 +31,8 @@
 //
 // Error budget (what tests/cuda/test_attention.cpp checks against an fp64 reference on the
 // decoded cache): Q and P are rounded to bf16 (relative error <= 2^-9 each), or Q quantised to
-// int8 per row-group in the int8 decode kernel; int8 values are rounded to bf16 after
-// dequantisation (<= 2^-9); everything else accumulates in fp32 (int32 for int8 products).
+// int8 per row-group in the int8 decode kernel; int8 and compressed values are rounded to bf16
+// after dequantisation (<= 2^-9); everything else accumulates in fp32 (int32 for int8 products).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -101,6 +108,7 @@ class PagedAttention {
   size_t d_meta_bytes_ = 0;
   const int32_t* d_chunks_ = nullptr;
   const int32_t* d_tables_ = nullptr;
+  const uint32_t* e8p_abs_ = nullptr;  // rk2v4-e8: the E8P decode table (kv_codecs.cuh)
   float* d_part_ = nullptr;  // [splits][n_rows_total][head_dim] partial O, then [splits][n_rows_total][2] (m, l)
   size_t d_part_bytes_ = 0;
 };

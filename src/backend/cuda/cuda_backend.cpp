@@ -142,17 +142,7 @@ CudaGemmMode mode_from_env(const CudaBackendOptions& opt) {
   fail("NINFER_CUDA_GEMM must be 'bf16' or 'split', got '{}'", v);
 }
 
-bool cuda_kv_supported(const KvFormat& f, cuda::CacheKind* kind) {
-  if (f.name == "bf16") {
-    *kind = cuda::CacheKind::Bf16;
-    return true;
-  }
-  if (f.name == "int8") {
-    *kind = cuda::CacheKind::Int8;
-    return true;
-  }
-  return false;
-}
+bool cuda_kv_supported(const KvFormat& f, cuda::CacheKind* kind) { return cuda::cache_kind_for(f.name, kind); }
 
 class CudaBackend final : public Backend {
  public:
@@ -201,8 +191,8 @@ class CudaBackend final : public Backend {
   void init_kv(const KvFormat& fmt, int n_pages) override {
     cuda::CacheKind kind;
     if (!cuda_kv_supported(fmt, &kind))
-      fail("--kv-dtype {} has no CUDA kernels yet (the CUDA backend supports bf16 and int8); use --device cpu "
-           "for {}", fmt.name, fmt.name);
+      fail("--kv-dtype {} has no CUDA kernels yet (the CUDA backend supports bf16, int8, int4, rk4v4-e8 and "
+           "rk2v4-e8); use --device cpu for {}", fmt.name, fmt.name);
     fmt.check_head_dim(c_.head_dim);
     NINFER_CHECK(n_pages > 0, "init_kv with {} pages", n_pages);
     NINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -214,9 +204,10 @@ class CudaBackend final : public Backend {
     kind_ = kind;
     fmt_ = &fmt;
     n_pages_ = n_pages;
-    block_bytes_ = cuda::cache_block_bytes(kind, c_.head_dim);
-    side_bytes_ = size_t(n_pages) * c_.n_kv_heads * block_bytes_;
-    pool_.alloc(side_bytes_ * 2 * size_t(c_.n_layers));
+    // NOTE: K and V blocks differ in size for rk2v4-e8 (16-bit K codes, 32-bit V codes).
+    k_side_bytes_ = size_t(n_pages) * c_.n_kv_heads * cuda::cache_block_bytes(kind, c_.head_dim, 0);
+    v_side_bytes_ = size_t(n_pages) * c_.n_kv_heads * cuda::cache_block_bytes(kind, c_.head_dim, 1);
+    pool_.alloc((k_side_bytes_ + v_side_bytes_) * size_t(c_.n_layers));
     // NOTE: zeroed so that never-written slots hold finite values (they are masked anyway).
     NINFER_CUDA_CHECK(cudaMemsetAsync(pool_.as<void>(), 0, pool_.bytes(), stream_));
     cuda::AttnShape sh;
@@ -393,7 +384,7 @@ class CudaBackend final : public Backend {
   const KvFormat* fmt_ = nullptr;
   cuda::CacheKind kind_ = cuda::CacheKind::Bf16;
   int n_pages_ = 0;
-  size_t block_bytes_ = 0, side_bytes_ = 0;
+  size_t k_side_bytes_ = 0, v_side_bytes_ = 0;  // one layer's K (V) pool
   DeviceBuffer pool_;  // [n_layers][K, V][n_pages][n_kv_heads] blocks
   std::unique_ptr<cuda::PagedAttention> attn_;
   // per-forward buffers
@@ -432,8 +423,8 @@ void CudaBackend::enqueue_forward(int T, int R, bool split, const int32_t* d_ids
                               L.q_norm.bytes() ? L.q_norm.as<float>() : nullptr,
                               L.k_norm.bytes() ? L.k_norm.as<float>() : nullptr, c_.rms_eps, inv_freq_.as<float>(),
                               stream_);
-    uint8_t* k_pool = pool_.as<uint8_t>() + size_t(2 * l) * side_bytes_;
-    uint8_t* v_pool = k_pool + side_bytes_;
+    uint8_t* k_pool = pool_.as<uint8_t>() + size_t(l) * (k_side_bytes_ + v_side_bytes_);
+    uint8_t* v_pool = k_pool + k_side_bytes_;
     cuda::KvAppendParams ap;
     ap.src = qkv;
     ap.ld = qkvn;
@@ -587,7 +578,7 @@ bool cuda_supports_model(const ModelConfig& c, std::string* why) {
   return true;
 }
 
-bool cuda_supports_kv_format(std::string_view name) { return name == "bf16" || name == "int8"; }
+bool cuda_supports_kv_format(std::string_view name) { return cuda::cache_kind_for(name, nullptr); }
 
 std::unique_ptr<Backend> make_cuda_backend(const Model& model) { return make_cuda_backend(model, CudaBackendOptions{}); }
 

@@ -3,8 +3,9 @@
 //
 // What runs on the GPU (see docs/GPU.md): weights uploaded once as bf16; cuBLAS for the dense
 // GEMMs (bf16 in, fp32 accumulate and out); our kernels for embedding, RMSNorm, q/k-norm,
-// rope, SiLU-mul, the KV append (bf16 and int8 encoders) and paged attention over bf16 and
-// int8 caches (attention.h). Other formats are refused at init_kv with a message naming them.
+// rope, SiLU-mul, the KV append (bf16, int8, int4, rk4v4-e8 and rk2v4-e8 encoders) and paged
+// attention over those caches (attention.h). Other formats are refused at init_kv with a
+// message naming them.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -70,13 +70,9 @@ double cuda_copy_bandwidth(size_t bytes) {
 AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg) {
   const KvFormat& fmt = find_kv_format(cfg.kv_dtype);
   cuda::CacheKind kind;
-  if (fmt.name == "bf16") {
-    kind = cuda::CacheKind::Bf16;
-  } else if (fmt.name == "int8") {
-    kind = cuda::CacheKind::Int8;
-  } else {
-    fail("--kv-dtype {} has no CUDA kernels yet (bench --attention supports bf16 and int8)", fmt.name);
-  }
+  if (!cuda::cache_kind_for(fmt.name, &kind))
+    fail("--kv-dtype {} has no CUDA kernels yet (bench --attention supports bf16, int8, int4, rk4v4-e8 and "
+         "rk2v4-e8)", fmt.name);
   fmt.check_head_dim(cfg.head_dim);
   if (cfg.n_kv_heads <= 0 || cfg.n_heads % cfg.n_kv_heads != 0)
     fail("--heads {}/{}: q heads must be a multiple of kv heads", cfg.n_heads, cfg.n_kv_heads);
@@ -84,9 +80,8 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
   const int d = cfg.head_dim, nkv = cfg.n_kv_heads, nh = cfg.n_heads;
   const int pages_per_seq = (cfg.ctx + kPageSize - 1) / kPageSize;
   const int n_pages = pages_per_seq * cfg.batch;
-  const size_t blk = cuda::cache_block_bytes(kind, d);
-  const size_t side = size_t(n_pages) * nkv * blk;
-  DevMem kp(side), vp(side);
+  DevMem kp(size_t(n_pages) * nkv * cuda::cache_block_bytes(kind, d, 0));
+  DevMem vp(size_t(n_pages) * nkv * cuda::cache_block_bytes(kind, d, 1));
   // Physical pages handed out in a shuffled order, as a long-running server would have them.
   std::vector<int32_t> perm(static_cast<size_t>(n_pages));
   std::iota(perm.begin(), perm.end(), 0);

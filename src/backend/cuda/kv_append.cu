@@ -2,30 +2,19 @@
 // in kv_cache.h).
 #include <cuda_fp16.h>
 
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kv_cache.h"
+#include "backend/cuda/kv_codecs.cuh"
+#include "kv/codecs/rk2v4_e8.h"
+#include "kv/codecs/rk4v4_e8.h"
 
 namespace ninfer::cuda {
 namespace {
-
-// Bit-exact copy of core/dtype.cpp f32_to_f16 (RNE, overflow to inf, subnormals by scaling).
-__device__ uint16_t f32_to_f16_bits(float f) {
-  const uint32_t u = __float_as_uint(f);
-  const uint16_t sign = uint16_t((u >> 16) & 0x8000);
-  const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00);
-  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00);
-  if (a < 0x38800000u) {
-    const float m = rintf(__fmul_rn(__uint_as_float(a), 16777216.0f));
-    return uint16_t(sign | uint16_t(m));
-  }
-  uint32_t r = a + 0x0fffu + ((a >> 13) & 1u);
-  r -= (112u << 23);
-  return uint16_t(sign | uint16_t(r >> 13));
-}
-
-__device__ float f16_bits_to_f32(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 
 __global__ void append_bf16_kernel(KvAppendParams p) {
   const int t = blockIdx.x, h = blockIdx.y, side = blockIdx.z;
@@ -73,7 +62,7 @@ __global__ void append_int8_kernel(KvAppendParams p) {
     __syncwarp();
   }
   uint8_t* pool = side == 0 ? p.k_pool : p.v_pool;
-  uint8_t* blk = pool + (size_t(p.tok_page[t]) * p.n_kv_heads + h) * cache_block_bytes(CacheKind::Int8, d);
+  uint8_t* blk = pool + (size_t(p.tok_page[t]) * p.n_kv_heads + h) * cache_block_bytes(CacheKind::Int8, d, side);
   // K codes are slot-major, V codes dim-major (kv_cache.h).
   int8_t* codes = reinterpret_cast<int8_t*>(blk + (side == 0 ? size_t(p.tok_slot[t]) * d : size_t(p.tok_slot[t])));
   const int cstride = side == 0 ? 1 : kCachePageSize;
@@ -93,7 +82,144 @@ __global__ void append_int8_kernel(KvAppendParams p) {
   }
 }
 
+
+// rk4v4_e8.h e8l32::kAmaxDivs, as scalars (device code cannot index a host constexpr array).
+constexpr float kDiv0 = codecs::e8l32::kAmaxDivs[0], kDiv1 = codecs::e8l32::kAmaxDivs[1],
+                kDiv2 = codecs::e8l32::kAmaxDivs[2], kDiv3 = codecs::e8l32::kAmaxDivs[3];
+
+// Compressed kinds (int4, rk4v4-e8, rk2v4-e8): one warp per (token, kv head, side), 4 warps
+// per block. The prepared row (NaN -> 0, clamp, rotation) lives in shared memory; per 64-group
+// the warp computes amax (and the rms tree of rk2v4-e8 K), then every lane encodes one
+// (scale candidate, 8-dim block) pair: 4 x 8 lanes for the 32-bit E8 code, 2 x 8 for E8P.
+// The candidates' errors are summed in block order through shuffles, exactly as the CPU loop.
+__global__ void append_compressed_kernel(KvAppendParams p, E8pTables e8p) {
+  __shared__ float buf[4][kMaxD];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int item = blockIdx.x * 4 + warp;
+  if (item >= p.n_tokens * p.n_kv_heads * 2) return;
+  const int side = item % 2, h = (item / 2) % p.n_kv_heads, t = item / (2 * p.n_kv_heads);
+  const int d = p.head_dim;
+  const int fmt = int(p.kind);
+  float* x = buf[warp];
+  const float* src = p.src + size_t(t) * p.ld + (side == 0 ? p.k_col : p.v_col) + size_t(h) * d;
+  for (int i = lane; i < d; i += 32) {
+    float v = src[i];
+    if (isnan(v)) v = 0.0f;
+    x[i] = fminf(fmaxf(v, -kClamp), kClamp);
+  }
+  __syncwarp();
+  // K: H_D over the head; V: H_64 per group (the butterfly stages below 64 never cross a group).
+  const int n = side == 0 ? d : 64;
+  for (int hs = 1; hs < n; hs <<= 1) {
+    for (int q = lane; q < d / 2; q += 32) {
+      const int j = (q / hs) * 2 * hs + (q % hs);
+      const float a = x[j], b = x[j + hs];
+      x[j] = __fadd_rn(a, b);
+      x[j + hs] = __fsub_rn(a, b);
+    }
+    __syncwarp();
+  }
+  const float rs = __fdiv_rn(1.0f, __fsqrt_rn(float(n)));
+  for (int i = lane; i < d; i += 32) x[i] = __fmul_rn(x[i], rs);
+  __syncwarp();
+
+  const CacheKind kind = p.kind;
+  const size_t cb = cache_code_bytes(kind, d, side);
+  uint8_t* pool = side == 0 ? p.k_pool : p.v_pool;
+  uint8_t* blk = pool + (size_t(p.tok_page[t]) * p.n_kv_heads + h) * cache_block_bytes(kind, d, side);
+  uint8_t* codes = blk + size_t(p.tok_slot[t]) * cb;
+  uint16_t* scales = reinterpret_cast<uint16_t*>(blk + size_t(kCachePageSize) * cb + size_t(p.tok_slot[t]) * (d / 32));
+  const bool e8p_side = fmt == int(CacheKind::Rk2) && side == 0;
+  for (int g = 0; g < d; g += 64) {
+    const float a = x[g + lane], b = x[g + 32 + lane];
+    const float m = warp_max(fmaxf(fabsf(a), fabsf(b)));
+    if (fmt == int(CacheKind::Int4)) {
+      uint16_t bits;
+      const float s = fp16_scale(__fdiv_rn(m, 7.0f), &bits);
+      if (lane == 0) scales[g / 64] = bits;
+      const float x0 = x[g + 2 * lane], x1 = x[g + 2 * lane + 1];
+      const int q0 = s > 0.0f ? int(fminf(fmaxf(rintf(__fdiv_rn(x0, s)), -7.0f), 7.0f)) : 0;
+      const int q1 = s > 0.0f ? int(fminf(fmaxf(rintf(__fdiv_rn(x1, s)), -7.0f), 7.0f)) : 0;
+      codes[g / 2 + lane] = uint8_t((q0 & 0xF) | ((q1 & 0xF) << 4));
+      continue;
+    }
+    const int blk8 = lane % 8;
+    int cand;
+    float raw;
+    if (e8p_side) {
+      // tree_sumsq64: t[i] = x[i]^2 + x[i+32]^2, then halves 16, 8, ..., 1 (lane 0 holds the sum).
+      float tsum = __fadd_rn(__fmul_rn(a, a), __fmul_rn(b, b));
+      for (int o = 16; o > 0; o >>= 1) tsum = __fadd_rn(tsum, __shfl_down_sync(0xffffffffu, tsum, o));
+      tsum = __shfl_sync(0xffffffffu, tsum, 0);
+      const float rms = __fsqrt_rn(__fmul_rn(tsum, 1.0f / 64.0f));
+      cand = (lane / 8) & 1;  // lanes 16..31 repeat lanes 0..15 and write nothing
+      raw = cand == 0 ? __fmul_rn(rms, codecs::e8p16::kRmsMul) : __fdiv_rn(m, codecs::e8p16::kAmaxDiv);
+    } else {
+      cand = lane / 8;
+      raw = __fdiv_rn(m, cand == 0 ? kDiv0 : (cand == 1 ? kDiv1 : (cand == 2 ? kDiv2 : kDiv3)));
+    }
+    uint16_t bits;
+    const float s = fp16_scale(raw, &bits);
+    float u[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) u[i] = s > 0.0f ? __fdiv_rn(x[g + 8 * blk8 + i], s) : 0.0f;
+    float dist;
+    uint32_t code;
+    if (e8p_side) code = e8p16_encode_block(u, &dist, e8p);
+    else code = e8l32_encode_block(u, &dist);
+    float err = 0.0f;
+    for (int bb = 0; bb < 8; ++bb) err = __fadd_rn(err, __shfl_sync(0xffffffffu, dist, cand * 8 + bb));
+    err = __fmul_rn(__fmul_rn(err, s), s);
+    const int n_cand = e8p_side ? 2 : 4;
+    int best = 0;
+    float best_err = INFINITY;
+    for (int c = 0; c < n_cand; ++c) {
+      const float e = __shfl_sync(0xffffffffu, err, c * 8);
+      if (e < best_err) {
+        best_err = e;
+        best = c;
+      }
+    }
+    if (lane / 8 == best) {
+      if (blk8 == 0) scales[g / 64] = bits;
+      if (e8p_side) reinterpret_cast<uint16_t*>(codes)[g / 8 + blk8] = uint16_t(code);
+      else reinterpret_cast<uint32_t*>(codes)[g / 8 + blk8] = code;
+    }
+  }
+}
+
 }  // namespace
+
+E8pTables e8p_device_tables() {
+  // NOTE: built once from the CPU reference's own table (e8p16::abs_pattern), so the device
+  // codebook cannot drift from it; single-GPU process (the pointers belong to the device
+  // current at the first call).
+  static std::once_flag once;
+  static E8pTables tables{};
+  std::call_once(once, [] {
+    std::vector<uint32_t> abs(256);
+    std::vector<uint8_t> index(6561, 255);
+    for (int idx = 0; idx < 256; ++idx) {
+      const uint32_t a = codecs::e8p16::abs_pattern(idx);
+      int threes = 0, key = 0, pow3 = 1;
+      for (int i = 0; i < 8; ++i, pow3 *= 3) {
+        const int v = int((a >> (4 * i)) & 0xF);
+        threes += v == 3;
+        key += (v - 1) / 2 * pow3;
+      }
+      // p(a) = number of 3/2 entries mod 2 (the leaders' parity column in rk2v4_e8.cpp).
+      abs[size_t(idx)] = a | (uint32_t(threes & 1) << 3);
+      if (idx < codecs::e8p16::kPatterns) index[size_t(key)] = uint8_t(idx);
+    }
+    void* d = nullptr;
+    NINFER_CUDA_CHECK(cudaMalloc(&d, 256 * 4 + 6561));
+    NINFER_CUDA_CHECK(cudaMemcpy(d, abs.data(), 256 * 4, cudaMemcpyHostToDevice));
+    NINFER_CUDA_CHECK(cudaMemcpy(static_cast<uint8_t*>(d) + 1024, index.data(), 6561, cudaMemcpyHostToDevice));
+    tables.abs = static_cast<const uint32_t*>(d);
+    tables.index = static_cast<const uint8_t*>(d) + 1024;
+  });
+  return tables;
+}
 
 void launch_kv_append(const KvAppendParams& p, cudaStream_t s) {
   if (p.n_tokens == 0) return;
@@ -101,9 +227,16 @@ void launch_kv_append(const KvAppendParams& p, cudaStream_t s) {
     append_bf16_kernel<<<dim3(p.n_tokens, p.n_kv_heads, 2), 128, 0, s>>>(p);
   } else {
     if (p.head_dim > kMaxD || p.head_dim % 64 != 0)
-      throw std::runtime_error("int8 KV append: head_dim must be a multiple of 64 up to 256");
+      throw std::runtime_error("KV append: head_dim must be a multiple of 64 up to 256");
     const int items = p.n_tokens * p.n_kv_heads * 2;
-    append_int8_kernel<<<(items + 3) / 4, 128, 0, s>>>(p);
+    if (p.kind == CacheKind::Int8) {
+      append_int8_kernel<<<(items + 3) / 4, 128, 0, s>>>(p);
+    } else {
+      // NOTE: the E8P tables are built (cudaMalloc + copies) on first use; PagedAttention's
+      // constructor does that at init_kv for rk2v4-e8, before any CUDA-graph capture.
+      append_compressed_kernel<<<(items + 3) / 4, 128, 0, s>>>(
+          p, p.kind == CacheKind::Rk2 ? e8p_device_tables() : E8pTables{});
+    }
   }
   NINFER_CUDA_LAUNCH_CHECK();
 }

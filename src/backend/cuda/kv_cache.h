@@ -10,41 +10,78 @@
 //   int8 V: codes [D][kPageSize slots] int8 (dim-major: a dim's 64 tokens are contiguous, so
 //           the decode kernel's ldmatrix hands each thread 4 consecutive tokens of one dim,
 //           the B operand of P V); scales [kPageSize slots][D / 64] fp16
+//   int4, rk4v4-e8, rk2v4-e8 (the "compressed" kinds), both sides: codes [kPageSize slots]
+//           [code bytes of the side] exactly as the CPU codec's codes plane (int4 pairs, one
+//           u32 E8 code per 8 dims, or one u16 E8P code per 8 dims for rk2v4-e8 K); scales
+//           [kPageSize slots][D / 64] fp16. rk2v4-e8 K blocks are smaller than its V blocks:
+//           block sizes are per side (cache_block_bytes(kind, D, side)).
 // A row's code bytes followed by its scale bytes are exactly the CPU codec's row
-// (kv/codecs/exact.cpp, kv/codecs/int8.cpp): the same bytes, only placed differently;
-// gather_cpu_row() below reassembles one.
+// (kv/codecs/*.cpp): the same bytes, only placed differently; gather_cpu_row() below
+// reassembles one.
 //
-// The int8 encoder reproduces the CPU reference bit for bit: NaN -> 0, clamp to +-2^24, K
-// rotated by H_D with the fixed butterfly order of kv/hadamard.cpp, fp32 IEEE division and
-// rintf, fp16 scales rounded with the same integer algorithm as core/dtype.cpp. No FMA can
-// form in that code (only single adds, multiplies and divisions).
+// The encoders reproduce the CPU reference bit for bit: NaN -> 0, clamp to +-2^24, K rotated
+// by H_D (V of the compressed kinds by H_64 per group) with the fixed butterfly order of
+// kv/hadamard.cpp, fp32 IEEE division, sqrt and rintf, fp16 scales rounded with the same
+// integer algorithm as core/dtype.cpp, the E8 searches of kv/e8.cpp and kv/codecs/rk2v4_e8.cpp
+// in the same operation order. No FMA can form in that code (only explicitly rounded
+// __fadd_rn / __fmul_rn / __fdiv_rn operations where an add meets a multiply).
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace ninfer::cuda {
 
 constexpr int kCachePageSize = 64;  // == kv/page_table.h kPageSize (checked in cuda_backend.cpp)
 
-enum class CacheKind : int { Bf16 = 0, Int8 = 1 };
+// NOTE: the values of the compressed kinds are also the `fmt` the attention kernels switch on.
+enum class CacheKind : int { Bf16 = 0, Int8 = 1, Int4 = 2, Rk4 = 3, Rk2 = 4 };
 
-constexpr size_t cache_code_bytes(CacheKind k, int head_dim) {
-  return k == CacheKind::Bf16 ? size_t(head_dim) * 2 : size_t(head_dim);
+constexpr bool cache_compressed(CacheKind k) { return int(k) >= int(CacheKind::Int4); }
+
+// The one table from a --kv-dtype name to the CUDA cache kind; false for formats without
+// CUDA kernels.
+inline bool cache_kind_for(std::string_view name, CacheKind* kind) {
+  struct Entry {
+    std::string_view name;
+    CacheKind kind;
+  };
+  constexpr Entry kTable[] = {{"bf16", CacheKind::Bf16},
+                              {"int8", CacheKind::Int8},
+                              {"int4", CacheKind::Int4},
+                              {"rk4v4-e8", CacheKind::Rk4},
+                              {"rk2v4-e8", CacheKind::Rk2}};
+  for (const Entry& e : kTable)
+    if (e.name == name) {
+      if (kind) *kind = e.kind;
+      return true;
+    }
+  return false;
+}
+
+// Code bytes of one row of `side` (0 = K, 1 = V).
+constexpr size_t cache_code_bytes(CacheKind k, int head_dim, int side) {
+  switch (k) {
+    case CacheKind::Bf16: return size_t(head_dim) * 2;
+    case CacheKind::Int8: return size_t(head_dim);
+    case CacheKind::Rk2: return side == 0 ? size_t(head_dim) / 4 : size_t(head_dim) / 2;
+    default: return size_t(head_dim) / 2;
+  }
 }
 constexpr size_t cache_scale_bytes(CacheKind k, int head_dim) {
   return k == CacheKind::Bf16 ? 0 : size_t(head_dim / 64) * 2;
 }
 // Bytes of one (page, kv head) block of one side.
-constexpr size_t cache_block_bytes(CacheKind k, int head_dim) {
-  return size_t(kCachePageSize) * (cache_code_bytes(k, head_dim) + cache_scale_bytes(k, head_dim));
+constexpr size_t cache_block_bytes(CacheKind k, int head_dim, int side) {
+  return size_t(kCachePageSize) * (cache_code_bytes(k, head_dim, side) + cache_scale_bytes(k, head_dim));
 }
 
 // Reassembles the CPU codec's row (codes then scales) of `slot` from a device block (host
 // memory copy of one (page, kv head) block of side 0 = K or 1 = V). out: [code + scale bytes]
 inline void gather_cpu_row(CacheKind k, int side, const uint8_t* block, int head_dim, int slot, uint8_t* out) {
-  const size_t cb = cache_code_bytes(k, head_dim), sb = cache_scale_bytes(k, head_dim);
+  const size_t cb = cache_code_bytes(k, head_dim, side), sb = cache_scale_bytes(k, head_dim);
   if (k == CacheKind::Int8 && side == 1) {
     for (int d = 0; d < head_dim; ++d) out[d] = block[size_t(d) * kCachePageSize + size_t(slot)];
   } else {
@@ -62,7 +99,8 @@ struct KvAppendParams {
   uint8_t* v_pool;           // [n_pages][n_kv_heads] V blocks of one layer
   int n_tokens = 0, n_kv_heads = 0, head_dim = 0;
   CacheKind kind = CacheKind::Bf16;
-  bool k_rotate = false;     // int8: K rotated by H_D (the format's K rotation)
+  bool k_rotate = false;     // int8: K rotated by H_D (the format's K rotation); the
+                             // compressed kinds always rotate (K by H_D, V by H_64 per group)
 };
 
 void launch_kv_append(const KvAppendParams& p, cudaStream_t s);
