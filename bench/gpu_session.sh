@@ -13,6 +13,8 @@
 # pattn: prefill attention alone (a whole 4K and 32K prompt as one chunk), ATTN_FORMATS,
 #        heads 32/8, head_dim 128, batch 1 -> $OUT/pattn.jsonl
 # e2e:   random Llama-3-8B checkpoint, end-to-end prefill/decode bench -> $OUT/e2e.txt
+# e2ec:  the same random checkpoint, decode at 32K depth with each of E2E_FORMATS (default
+#        bf16,int8,int4,rk4v4-e8,rk2v4-e8) -> $OUT/e2e.txt
 # ncu:   Nsight Compute sections of one bf16 decode-attention launch -> $OUT/ncu.txt
 # Models come from $NINFER_SHARED_DIR (default .carry/shared). Everything logs under $OUT.
 set -u
@@ -96,6 +98,18 @@ for stage in "$@"; do
     run_e2e 32k-bf16 "NINFER_CUDA_GEMV=1" --prompt 32768 --gen 64 --depth 32768 --repeats 1 --chunk 8192
     run_e2e 32k-int8 "NINFER_CUDA_GEMV=1" --kv-dtype int8 --prompt 0 --gen 64 --depth 32768 --chunk 8192
     stamp "e2e done" ;;
+  e2ec)
+    stamp e2ec
+    CK=/tmp/llama3-8b-random
+    [ -f $CK/model.safetensors ] || timeout 200 "$BIN/ninfer" make-random-checkpoint -o $CK \
+        --tokenizer-from "$NINFER_SHARED_DIR/models/stories260k" 2>&1 | tail -2
+    for f in $(echo "${E2E_FORMATS:-bf16,int8,int4,rk4v4-e8,rk2v4-e8}" | tr ',' ' '); do
+      echo "--- $f: ninfer bench -m $CK --device cuda --json --kv-dtype $f --prompt 0 --gen 64 --depth 32768 --chunk 8192" >> "$OUT/e2e.txt"
+      timeout 150 "$BIN/ninfer" bench -m $CK --device cuda --json --kv-dtype "$f" --prompt 0 --gen 64 --depth 32768 \
+        --chunk 8192 >> "$OUT/e2e.txt" 2>&1
+      echo "e2e $f exit $?"; tail -4 "$OUT/e2e.txt"
+    done
+    stamp "e2ec done" ;;
   ncu)
     stamp ncu
     timeout 200 ncu --clock-control none -k regex:paged_attention --launch-skip 3 --launch-count 1 \

@@ -61,10 +61,11 @@ struct KernelParams {
   // and the bytes of a (page, kv head) block, and the E8P decode table (rk2v4-e8 K).
   int fmt;
   int k_cb, v_cb, k_blk, v_blk;
+  float k_mul, v_mul;       // grid step of the int8 expansion / fp16 scale: 1, 1/2 (E8), 1/4 (E8P)
   const uint32_t* e8p_abs;  // [256]
 };
 
-// KIND 2: expands rows [0, rows) of a slice of compressed codes (codes [rows][cb], then scales
+// KIND 2 (compressed caches, prefill kernel): expands rows [0, rows) of a block of codes (codes [rows][cb], then scales
 // [rows][D / 64] fp16, as stored) to a swizzled bf16 [rows][D] tile; rows >= valid become 0.
 // Threads tid0, tid0 + nthr, ... of the caller's group take part.
 template <int D>
@@ -438,13 +439,12 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
 template <int D, int KIND>
 struct DecodeLayout {
   static constexpr int STAGES = KIND == 0 ? (D == 64 ? 4 : 3) : (D == 256 ? 3 : 4);
-  // One side's 16 rows (KIND 2: the largest compressed code, 4 bits per value).
-  static constexpr int kSliceCodes = KIND == 0 ? 16 * D * 2 : (KIND == 1 ? 16 * D : 16 * D / 2);
+  static constexpr int kSliceCodes = KIND == 0 ? 16 * D * 2 : 16 * D;    // one side's 16 rows
   static constexpr int kSliceScales = KIND == 0 ? 0 : 16 * (D / 32);     // bytes
   static constexpr int kSide = kSliceCodes + kSliceScales;
   static constexpr int kSlice = 2 * kSide;                               // K then V
   static constexpr int kTile = 16 * D * 2;                               // bf16 working tile
-  static constexpr int kWarp = STAGES * kSlice + (KIND != 0 ? 2 * kTile : 0);
+  static constexpr int kWarp = STAGES * kSlice + (KIND == 1 ? 2 * kTile : 0);
   static constexpr int kRing = 4 * kWarp;
   static constexpr int kQf = 16 * D * 4;
   static constexpr int kOw = 4 * 16 * D * 4;
@@ -458,7 +458,7 @@ struct DecodeLayout {
 
 template <int D, int KIND>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams p) {
-  static_assert(KIND != 1, "int8 decode has its own kernel (decode_int8_kernel)");
+  static_assert(KIND == 0, "int8 and compressed decode use decode_int8_kernel");
   using L = DecodeLayout<D, KIND>;
   constexpr int STAGES = L::STAGES, CPR = D / 8, NT = D / 8;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -506,14 +506,10 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
           cp_async16(d + r * D * 2 + swz(r, c) * 16, src + r * D * 2 + c * 16, r < valid ? 16 : 0);
         }
       } else {
-        // KIND 2: the warp's 16 code rows, then their 16 scale rows, as stored (kv_cache.h).
-        const int cb = side == 0 ? p.k_cb : p.v_cb;
-        const uint8_t* bb = (side == 0 ? p.k_pool : p.v_pool) + (size_t(page) * p.n_kv_heads + kvh) *
-                                                                   size_t(side == 0 ? p.k_blk : p.v_blk);
-        const uint8_t* codes = bb + size_t(warp * 16) * cb;
-        for (int u = lane; u < cb; u += 32) cp_async16(d + u * 16, codes + u * 16, 16);
-        const uint8_t* sc = bb + size_t(kPage) * cb + size_t(warp * 16) * (D / 32);
-        for (int u = lane; u < D / 32; u += 32) cp_async16(d + 16 * cb + u * 16, sc + u * 16, 16);
+        const uint8_t* codes = b + size_t(warp * 16) * D;
+        for (int u = lane; u < D; u += 32) cp_async16(d + u * 16, codes + u * 16, 16);
+        const uint8_t* sc = b + size_t(kPage) * D + size_t(warp * 16) * (D / 32);
+        for (int u = lane; u < D / 32; u += 32) cp_async16(d + 16 * D + u * 16, sc + u * 16, 16);
       }
     }
   };
@@ -546,18 +542,6 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
     const uint8_t* st = ring + (it % STAGES) * L::kSlice;
     const uint8_t* Kt = st;
     const uint8_t* Vt = st + L::kSide;
-    if constexpr (KIND == 2) {
-      // Expand the warp's slice into its private bf16 tiles (after the previous iteration's
-      // ldmatrix reads of them: the __syncwarp above orders them).
-      uint8_t* Kw = ring + STAGES * L::kSlice;
-      uint8_t* Vw = Kw + L::kTile;
-      const int valid = min(16, n_keys - key0);
-      expand_compressed_tile<D>(p, 0, st, 16, valid, Kw, lane, 32);
-      expand_compressed_tile<D>(p, 1, st + L::kSide, 16, valid, Vw, lane, 32);
-      __syncwarp();
-      Kt = Kw;
-      Vt = Vw;
-    }
 
     // S = Q K^T: 16 rows x 16 keys.
     float acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
@@ -684,7 +668,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
 //    same keys that ldmatrix of the dim-major V codes hands it (kv_cache.h): the int8 V
 //    values convert to the bf16 B operand of P V in registers, and the V scales (per key and
 //    64-group) are folded into P.
-template <int D>
+template <int D, bool COMP>
 struct DecodeInt8Layout {
   // At head_dim <= 128 a stage holds a pair of slices (the warp's keys of two consecutive
   // pages: two independent MMA chains per iteration, one softmax rescale); two stages, one pair
@@ -695,7 +679,12 @@ struct DecodeInt8Layout {
   static constexpr int kKc = 16 * D, kSc = 16 * (D / 32);  // codes, scales bytes per side
   static constexpr int kSlice = 2 * (kKc + kSc);           // K codes, K scales, V codes, V scales
   static constexpr int kStage = PAIR * kSlice;
-  static constexpr int kWarp = STAGES * kStage;
+  // COMP (compressed caches): the cp.async ring holds the raw slices (K codes [16][<= D/2],
+  // K scales, V codes, V scales at fixed offsets), and one stage of the int8 layout above is
+  // the expansion target, filled just before use.
+  static constexpr int rKs = 8 * D, rV = 8 * D + D / 2, rVs = 16 * D + D / 2;
+  static constexpr int kRawSlice = 17 * D;
+  static constexpr int kWarp = COMP ? kStage + STAGES * PAIR * kRawSlice : STAGES * kStage;
   static constexpr int kRing = 4 * kWarp;
   static constexpr int kQf = 16 * D * 4;
   static constexpr int kOw = 4 * 16 * D * 4;
@@ -730,9 +719,9 @@ __device__ __forceinline__ void s8x4_to_bf16(uint32_t v, uint32_t& lo, uint32_t&
   hi = cvt_bf16x2(f2, f3);
 }
 
-template <int D>
+template <int D, bool COMP>
 __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel(KernelParams p) {
-  using L = DecodeInt8Layout<D>;
+  using L = DecodeInt8Layout<D, COMP>;
   constexpr int STAGES = L::STAGES, PAIR = L::PAIR, NT = D / 8, NG = D / 64;
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* big = smem;
@@ -792,6 +781,18 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
   uint8_t* ring = big + warp * L::kWarp;
   const size_t blk = size_t(kPage) * (D + D / 32);
   auto load_slice = [&](int page, uint8_t* dst) {
+    if constexpr (COMP) {
+      const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * size_t(p.k_blk);
+      const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * size_t(p.v_blk);
+      for (int u = lane; u < p.k_cb; u += 32) cp_async16(dst + u * 16, kb + size_t(warp * 16) * p.k_cb + u * 16, 16);
+      for (int u = lane; u < p.v_cb; u += 32)
+        cp_async16(dst + L::rV + u * 16, vb + size_t(warp * 16) * p.v_cb + u * 16, 16);
+      for (int u = lane; u < D / 32; u += 32) {
+        cp_async16(dst + L::rKs + u * 16, kb + size_t(kPage) * p.k_cb + size_t(warp * 16) * (D / 32) + u * 16, 16);
+        cp_async16(dst + L::rVs + u * 16, vb + size_t(kPage) * p.v_cb + size_t(warp * 16) * (D / 32) + u * 16, 16);
+      }
+      return;
+    }
     const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * blk;
     const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * blk;
     constexpr int CPR = D / 16;  // 16-byte chunks per int8 K row
@@ -818,11 +819,51 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
   // Group i covers pages p_begin + PAIR i + h, h < PAIR (past n_iter: absent).
   const int n_groups = (n_iter + PAIR - 1) / PAIR;
   auto page_of = [&](int grp_i, int h) { return PAIR * grp_i + h < n_iter ? table[p_begin + PAIR * grp_i + h] : 0; };
+  // Where slice h of ring stage `stage` lands (COMP: the raw ring after the expansion stage).
+  auto slot = [&](int stage, int h) {
+    return COMP ? ring + L::kStage + (stage * PAIR + h) * L::kRawSlice : ring + stage * L::kStage + h * L::kSlice;
+  };
   auto load_group = [&](int grp_i, const int* pages, int stage) {
-    uint8_t* st = ring + stage * L::kStage;
 #pragma unroll
     for (int h = 0; h < PAIR; ++h)
-      if (PAIR * grp_i + h < n_iter) load_slice(pages[h], st + h * L::kSlice);
+      if (PAIR * grp_i + h < n_iter) load_slice(pages[h], slot(stage, h));
+  };
+  // COMP: raw slice -> the int8 slice layout (K codes swizzled [16][D], K scales, V codes
+  // dim-major [D][16], V scales), values on the format's integer grid (kv_codecs.cuh).
+  auto expand_slice = [&](const uint8_t* raw, uint8_t* dst) {
+    constexpr int BPR = D / 8;  // 8-value blocks per row
+    for (int u = lane; u < 16 * BPR; u += 32) {
+      const int r = u / BPR, b = u % BPR;
+      uint32_t lo, hi;
+      expand_block8_s8(p.fmt, 0, raw + r * p.k_cb, b, p.e8p_abs, lo, hi);
+      *reinterpret_cast<uint2*>(dst + r * D + swz8<D>(r, b / 2) * 16 + (b % 2) * 8) = make_uint2(lo, hi);
+    }
+    uint8_t* vd = dst + L::kKc + L::kSc;
+    // NOTE: lanes (key quad kq, block b) transpose 4 keys x 8 dims in registers; the stores of
+    // one instruction hit rows 8 b + i of 8 different b, i.e. the same banks (8-way conflict).
+    // Not measured separately; a candidate for the next speed-up (see docs/GPU.md).
+    for (int u = lane; u < 4 * BPR; u += 32) {
+      const int kq = u % 4, b = u / 4;
+      uint32_t lo[4], hi[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) expand_block8_s8(p.fmt, 1, raw + L::rV + (4 * kq + j) * p.v_cb, b, nullptr, lo[j], hi[j]);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const uint32_t* w = half == 0 ? lo : hi;
+        const uint32_t t0 = __byte_perm(w[0], w[1], 0x5140), t1 = __byte_perm(w[2], w[3], 0x5140);
+        const uint32_t t2 = __byte_perm(w[0], w[1], 0x7362), t3 = __byte_perm(w[2], w[3], 0x7362);
+        uint8_t* row = vd + (8 * b + 4 * half) * 16 + 4 * kq;
+        *reinterpret_cast<uint32_t*>(row) = __byte_perm(t0, t1, 0x5410);
+        *reinterpret_cast<uint32_t*>(row + 16) = __byte_perm(t0, t1, 0x7632);
+        *reinterpret_cast<uint32_t*>(row + 32) = __byte_perm(t2, t3, 0x5410);
+        *reinterpret_cast<uint32_t*>(row + 48) = __byte_perm(t2, t3, 0x7632);
+      }
+    }
+    for (int u = lane; u < 2 * (D / 8); u += 32) {  // scales: D / 8 words per side
+      const int side = u / (D / 8), w = u % (D / 8);
+      const uint32_t v = reinterpret_cast<const uint32_t*>(raw + (side == 0 ? L::rKs : L::rVs))[w];
+      reinterpret_cast<uint32_t*>(side == 0 ? dst + L::kKc : vd + L::kKc)[w] = v;
+    }
   };
 #pragma unroll 1
   for (int s0 = 0; s0 < STAGES - 1; ++s0) {
@@ -866,7 +907,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = 4 * cq + 2 * j + (e % 2);
-          const float ks_ = __half2float(__ushort_as_half(Ksc[key * NG + grp]));
+          float ks_ = __half2float(__ushort_as_half(Ksc[key * NG + grp]));
+          if constexpr (COMP) ks_ *= p.k_mul;
           acc[j][e] += float(ia[j][e]) * ((e < 2 ? qs0 : qs1) * ks_);
         }
     }
@@ -888,7 +930,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
     for (int grp = 0; grp < NG; ++grp) {
       float sv[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) sv[i] = __half2float(__ushort_as_half(Vsc[(4 * cq + i) * NG + grp]));
+      for (int i = 0; i < 4; ++i) {
+        sv[i] = __half2float(__ushort_as_half(Vsc[(4 * cq + i) * NG + grp]));
+        if constexpr (COMP) sv[i] *= p.v_mul;
+      }
       auto sp = [](float pv_, float s_) { return pv_ == 0.0f ? 0.0f : pv_ * s_; };  // never 0 * NaN
       uint32_t pa[4];
       pa[0] = cvt_bf16x2(sp(pr[0][0], sv[0]), sp(pr[0][1], sv[1]));
@@ -929,6 +974,13 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
     const bool has_a = key0a < n_keys;
     const bool has_b = PAIR == 2 && PAIR * i + 1 < n_iter && key0b < n_keys;
     if (!has_a) continue;  // then b is empty too
+    if constexpr (COMP) {
+      // The expansion stage was last read in iteration i - 1 (ordered by the __syncwarp above).
+      expand_slice(slot(i % STAGES, 0), ring);
+      if (has_b) expand_slice(slot(i % STAGES, PAIR - 1), ring + (PAIR - 1) * L::kSlice);
+      __syncwarp();
+      st = ring;
+    }
     float sa[2][4], sb[2][4];
     scores(st, key0a, sa);
     if (has_b) {
@@ -1086,22 +1138,24 @@ template <int D, int KIND>
 void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
   const dim3 grid(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(kp.n_splits));
   static bool configured = false;
-  if constexpr (KIND != 1) {
-    using L = DecodeLayout<D, KIND>;
+  if constexpr (KIND == 0) {
+    using L = DecodeLayout<D, 0>;
     if (!configured) {
-      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, KIND>,
+      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, 0>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
       configured = true;
     }
-    decode_attention_kernel<D, KIND><<<grid, kThreads, L::kBytes, s>>>(kp);
+    decode_attention_kernel<D, 0><<<grid, kThreads, L::kBytes, s>>>(kp);
   } else {
-    using L = DecodeInt8Layout<D>;
+    // int8 and the compressed kinds (expanded to int8 in shared memory): decode_int8_kernel.
+    constexpr bool kComp = KIND == 2;
+    using L = DecodeInt8Layout<D, kComp>;
     if (!configured) {
-      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             L::kBytes));
+      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D, kComp>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
       configured = true;
     }
-    decode_int8_kernel<D><<<grid, kThreads, L::kBytes, s>>>(kp);
+    decode_int8_kernel<D, kComp><<<grid, kThreads, L::kBytes, s>>>(kp);
   }
   NINFER_CUDA_LAUNCH_CHECK();
   if (kp.n_splits > 1) {
@@ -1144,17 +1198,19 @@ int occupancy_of() {
 template <int D, int KIND>
 int occupancy_decode() {
   int n = 0;
-  if constexpr (KIND != 1) {
-    using L = DecodeLayout<D, KIND>;
-    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, KIND>,
+  if constexpr (KIND == 0) {
+    using L = DecodeLayout<D, 0>;
+    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, 0>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
     NINFER_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<D, KIND>, kThreads, L::kBytes));
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<D, 0>, kThreads, L::kBytes));
   } else {
-    using L = DecodeInt8Layout<D>;
+    constexpr bool kComp = KIND == 2;
+    using L = DecodeInt8Layout<D, kComp>;
+    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D, kComp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           L::kBytes));
     NINFER_CUDA_CHECK(
-        cudaFuncSetAttribute(decode_int8_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
-    NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_int8_kernel<D>, kThreads, L::kBytes));
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_int8_kernel<D, kComp>, kThreads, L::kBytes));
   }
   return n;
 }
@@ -1320,6 +1376,8 @@ void PagedAttention::run(const float* q, int q_ld, const uint8_t* k_pool, const 
     kp.k_blk = int(cache_block_bytes(shape_.kind, shape_.head_dim, 0));
     kp.v_blk = int(cache_block_bytes(shape_.kind, shape_.head_dim, 1));
     kp.e8p_abs = e8p_abs_;
+    kp.k_mul = shape_.kind == CacheKind::Rk2 ? 0.25f : (shape_.kind == CacheKind::Int4 ? 1.0f : 0.5f);
+    kp.v_mul = shape_.kind == CacheKind::Int4 ? 1.0f : 0.5f;
     switch (shape_.head_dim) {
       case 64: dispatch_kind<64>(kp, shape_.kind, c, k.n_work, s); break;
       case 128: dispatch_kind<128>(kp, shape_.kind, c, k.n_work, s); break;

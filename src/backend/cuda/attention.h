@@ -15,12 +15,13 @@
 //    Q is quantised to int8 per (row, 64-group) (step amax/127) and S is an exact int8
 //    tensor-core product per group scaled by q_scale * k_scale; V codes (stored dim-major)
 //    are converted to bf16 in registers and the V scales folded into P.
-//  - decode tiles, compressed caches (int4, rk4v4-e8, rk2v4-e8; one kernel per head_dim that
-//    switches on the format at run time): the bf16 walk, but each warp's cp.async ring holds
-//    the raw codes and scales of its 16-key slices (136 or 104 bytes per head-token at D 128
-//    instead of 512), which the warp expands into a private swizzled bf16 tile (E8 codes to
-//    doubled / quadrupled small integers times the fp16 scale / 2 or / 4, exact in fp32, then
-//    rounded to bf16) just before the same tensor-core S and P V.
+//  - decode tiles, compressed caches (int4, rk4v4-e8, rk2v4-e8): the int8 kernel, whose
+//    per-warp cp.async ring holds the raw codes and scales of its 16-key slices (136 or 104
+//    bytes per head-token at D 128 instead of 264 for int8); just before use the warp expands
+//    them into one int8 stage (K swizzled row-major, V dim-major, transposed in registers):
+//    int4 codes, doubled E8 coordinates 2y in [-16, 15], or quadrupled E8P coordinates 4y
+//    (odd, in [-11, 11]), all exact, with the K / V scales multiplied by 1, 1/2 or 1/4
+//    (KernelParams::k_mul, v_mul). S and P V are then exactly the int8 kernel's.
 //  - prefill tiles (64 rows, 32 at head_dim 256): the CTA walks pages with a shared cp.async
 //    ring (int8 and compressed codes expanded to bf16 in shared memory), S and P through
 //    shared memory.

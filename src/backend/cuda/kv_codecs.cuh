@@ -248,4 +248,71 @@ __device__ __forceinline__ void expand_block8(int fmt, int side, const uint8_t* 
   }
 }
 
+
+// ---- Expansion to int8 (the int8 tensor-core decode path) ----
+// Each returns the 8 values of one block as int8 bytes (value i in byte i % 4 of word i / 4),
+// on the integer grid of the format: int4 codes (scale s), doubled E8 coordinates 2y in
+// [-16, 15] (scale s / 2), quadrupled E8P coordinates 4y, odd in [-11, 11] (scale s / 4).
+// SIMD-within-a-register: no byte ever carries into its neighbour (ranges noted below).
+
+// Nibbles 0..7 of w -> bytes 0..7 (lo word: nibbles 0..3).
+__device__ __forceinline__ void nibbles_to_bytes(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  const uint32_t even = w & 0x0F0F0F0Fu, odd = (w >> 4) & 0x0F0F0F0Fu;
+  lo = __byte_perm(even, odd, 0x5140);
+  hi = __byte_perm(even, odd, 0x7362);
+}
+
+__device__ __forceinline__ void int4_to_s8x8(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  nibbles_to_bytes(w, lo, hi);
+  lo |= (lo & 0x08080808u) * 0x1Eu;  // sign-extend 4 -> 8 bits (0x08 * 0x1E = 0xF0)
+  hi |= (hi & 0x08080808u) * 0x1Eu;
+}
+
+__device__ __forceinline__ void e8l32_to_s8x8(uint32_t code, uint32_t& lo, uint32_t& hi) {
+  // Nibble 7 = z7 + 8 with its implied low bit (parity of z0..z6 = parity of their nibbles).
+  const uint32_t par = uint32_t(__popc(code & 0x01111111u)) & 1u;
+  const uint32_t c = ((code >> 28) & 1u) * 0x01010101u;
+  nibbles_to_bytes((code & ~(1u << 28)) | (par << 28), lo, hi);
+  // x = 2 n + c in [0, 31]; 2y = x - 16 is the 5-bit two's complement x ^ 16, sign-extended.
+  lo = ((lo << 1) | c) ^ 0x10101010u;
+  hi = ((hi << 1) | c) ^ 0x10101010u;
+  lo |= (lo & 0x10101010u) * 14u;
+  hi |= (hi & 0x10101010u) * 14u;
+}
+
+__device__ __forceinline__ void e8p16_to_s8x8(uint32_t code, const uint32_t* abs_tab, uint32_t& lo, uint32_t& hi) {
+  const uint32_t a = __ldg(abs_tab + (code & 0xFF));
+  const uint32_t signs = (code >> 8) & 0x7F;
+  const uint32_t neg7 = (uint32_t(__popc(signs)) + ((a >> 3) & 1u)) & 1u;
+  const uint32_t sb = signs | (neg7 << 7);
+  nibbles_to_bytes(a & 0x77777777u, lo, hi);  // |2 y_i| - shift part: 1, 3 or 5
+  lo <<= 1;                                    // 2, 6 or 10
+  hi <<= 1;
+  // Per-byte sign masks: bit k of a 4-bit field -> bit 0 of byte k (no carries: distinct bits).
+  const uint32_t m_lo = ((sb & 0xF) * 0x00204081u) & 0x01010101u;
+  const uint32_t m_hi = (((sb >> 4) & 0xF) * 0x00204081u) & 0x01010101u;
+  lo = (lo ^ (m_lo * 0xFFu)) + m_lo;  // negate: ~x + 1 in 0xF6..0xFE, no carry out of a byte
+  hi = (hi ^ (m_hi * 0xFFu)) + m_hi;
+  // + t: bytes are never 0 (no borrow) and at most 0xFE or 10 (no carry).
+  if (code >> 15) {
+    lo -= 0x01010101u;
+    hi -= 0x01010101u;
+  } else {
+    lo += 0x01010101u;
+    hi += 0x01010101u;
+  }
+}
+
+// int8 expansion of block b of a row of codes of a compressed kind (fmt as in expand_block8).
+__device__ __forceinline__ void expand_block8_s8(int fmt, int side, const uint8_t* codes, int b,
+                                                 const uint32_t* e8p_abs, uint32_t& lo, uint32_t& hi) {
+  if (fmt == 2) {
+    int4_to_s8x8(*reinterpret_cast<const uint32_t*>(codes + 4 * b), lo, hi);
+  } else if (fmt == 4 && side == 0) {
+    e8p16_to_s8x8(*reinterpret_cast<const uint16_t*>(codes + 2 * b), e8p_abs, lo, hi);
+  } else {
+    e8l32_to_s8x8(*reinterpret_cast<const uint32_t*>(codes + 4 * b), lo, hi);
+  }
+}
+
 }  // namespace ninfer::cuda
