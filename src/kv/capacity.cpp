@@ -14,6 +14,8 @@ size_t kv_bytes_per_token(const ModelConfig& c, const KvFormat& f) {
   return size_t(c.n_layers) * size_t(c.n_kv_heads) * f.bytes_per_head_token(c.head_dim);
 }
 
+size_t kv_page_bytes(const ModelConfig& c, const KvFormat& f) { return kv_bytes_per_token(c, f) * kPageSize; }
+
 size_t workspace_estimate(const ModelConfig& c, int chunk) {
   const size_t per_token = size_t(3 * c.hidden + c.q_dim() + 2 * c.kv_dim() + 2 * c.ffn + c.vocab) * 4;
   return (size_t(256) << 20) + size_t(chunk) * per_token;

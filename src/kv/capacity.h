@@ -18,6 +18,8 @@ struct ModelConfig;
 
 // Bytes of KV per token over all layers and KV heads, codes and scales.
 size_t kv_bytes_per_token(const ModelConfig& c, const KvFormat& f);
+// Bytes of one page (kPageSize tokens) over all layers, K and V: what Backend::page_bytes returns.
+size_t kv_page_bytes(const ModelConfig& c, const KvFormat& f);
 
 // Workspace the GPU runtime reserves besides weights and KV: 256 MiB (cuBLAS workspace, CUDA
 // graphs, allocator slack) plus fp32 activations of one prefill chunk:

@@ -31,6 +31,7 @@
 #include "backend/cuda/ops.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kv/capacity.h"
 #include "kv/page_table.h"
 #include "model/model.h"
 
@@ -226,9 +227,7 @@ class CudaBackend final : public Backend {
     return *fmt_;
   }
 
-  size_t page_bytes(const KvFormat& fmt) const override {
-    return size_t(c_.n_layers) * c_.n_kv_heads * kPageSize * fmt.bytes_per_head_token(c_.head_dim);
-  }
+  size_t page_bytes(const KvFormat& fmt) const override { return kv_page_bytes(c_, fmt); }
 
   MemoryInfo memory() const override {
     MemoryInfo m;
