@@ -77,6 +77,10 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
     EngineOptions o = c->ef.options_with_kv_dtype(std::string(fmts[0]->name));
     if (o.max_context == 0) o.max_context = c->ctx;
     if (o.max_context < c->ctx) fail("--max-context {} is smaller than --ctx {}", o.max_context, c->ctx);
+    // One sequence at a time: the pool holds one window unless --kv-capacity says otherwise
+    // (automatic capacity would take all of a GPU's memory for the first format, and the
+    // --kl-ref or later formats re-create the pool at the same token count).
+    if (o.kv_capacity == 0) o.kv_capacity = o.max_context;
     const KvFormat* ref = c->kl_ref.empty() ? nullptr : &find_kv_format(c->kl_ref);
     std::string text = read_file(c->file);
     auto eng = Engine::create(c->ef.model_dir, o);

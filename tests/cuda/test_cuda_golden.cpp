@@ -21,6 +21,7 @@
 #include "kv/page_table.h"
 #include "model/config.h"
 #include "model/model.h"
+#include "text/tokenizer.h"
 #include "test_paths.h"
 
 namespace ninfer {
@@ -178,31 +179,36 @@ TEST_P(CudaGolden, Int8CacheMatchesCpuInt8) {
 }
 
 // Compressed caches (int4, rk4v4-e8, rk2v4-e8): GPU vs CPU with the same format. The encoders
-// are bit-exact (test_kv_append), but the GPU's K/V inputs differ from the CPU's by the bf16
-// GEMM roundings, so some 4-bit / E8 codes land one lattice step apart (a step is ~1/8 of a
-// group's amax, 16x coarser than int8's): the prompt NLL must stay within 2 % of the CPU's
-// (an empirical bound four times the int8 one; a wrong rotation or layout gives garbage, far
-// outside it), and the worst logit error is printed.
+// are bit-exact (test_kv_append), so what differs is only the K/V rows they are given. To keep
+// those close, the GPU runs in split-GEMM mode (fp32-grade GEMM inputs); the bf16 K/V rows of
+// attention's inputs still differ in the last bits, so a few 4-bit / E8 codes land one lattice
+// step apart (a step is ~1/8 of a group's amax). A flipped code moves one token's logits by
+// about what the format's own error does, so the prompt NLL over 1024 tokens of sotu_dev
+// (enough that a few flips average out; an 11-token prompt swung by 4.7 % for rk2v4-e8 on
+// ref-qwen3-d256) must stay within 1 % of the CPU's: the formats' own NLL costs vs bf16 are
+// 0.2-2 % here, so a wrong rotation, layout or scale (tens of percent) falls far outside.
 TEST_P(CudaGolden, CompressedCachesMatchCpuSameFormat) {
   NINFER_REQUIRE_GPU();
   NINFER_REQUIRE_MODEL(GetParam());
+  const auto corpus = test::shared_dir() / "corpus" / "sotu_dev.txt";
+  if (!std::filesystem::exists(corpus)) GTEST_SKIP() << corpus << " not found";
   auto model = load_model(test::model_dir(GetParam()));
-  const json golden = json::parse(read_file(test::model_dir(GetParam()) / "golden.json"));
-  auto gpu = make_cuda_backend(*model);
+  std::vector<int32_t> ids = Tokenizer::load(test::model_dir(GetParam())).encode(read_file(corpus), false);
+  ASSERT_GT(ids.size(), 1024u);
+  ids.resize(1024);
+  CudaBackendOptions split;
+  split.gemm_mode = CudaGemmMode::Split;
+  split.gemm_mode_from_env = false;
+  auto gpu = make_cuda_backend(*model, split);
   auto cpu = make_cpu_backend(*model);
   const int vocab = model->config.vocab;
-  const json& p = golden["prompts"][0];
-  const auto ids = p["ids"].get<std::vector<int32_t>>();
   for (const char* name : {"int4", "rk4v4-e8", "rk2v4-e8"}) {
     ModelRun rg = run_model(*gpu, find_kv_format(name), vocab, ids, 0);
     ModelRun rc = run_model(*cpu, find_kv_format(name), vocab, ids, 0);
-    double worst = 0;
-    for (size_t t = 0; t < ids.size(); ++t)
-      worst = std::max(worst, max_rel_err(rg.all_logits.data() + t * vocab, rc.all_logits.data() + t * vocab, vocab));
     const double ng = mean_nll(rg.all_logits, ids, vocab), nc = mean_nll(rc.all_logits, ids, vocab);
-    std::printf("[ %s ] %s: worst logit rel err vs CPU %.2e; NLL gpu %.5f cpu %.5f\n", name, GetParam().c_str(), worst,
-                ng, nc);
-    EXPECT_LT(std::fabs(ng - nc) / nc, 2e-2) << name;
+    std::printf("[ %s ] %s: 1024 tokens NLL gpu %.5f cpu %.5f (%+.3f %%)\n", name, GetParam().c_str(), ng, nc,
+                100.0 * (ng - nc) / nc);
+    EXPECT_LT(std::fabs(ng - nc) / nc, 1e-2) << name;
   }
 }
 
