@@ -7,6 +7,13 @@
 // prefilled to --depth tokens, then --gen steps of one token per sequence (median step time;
 // two warm-up steps). On the GPU it also prints the memory-bandwidth limit of a decode step:
 // (weight bytes + KV bytes the step reads) / measured copy bandwidth.
+//
+// Largest context (issue 6): --max-depth sizes the KV pool automatically (all the memory, or
+// --memory-budget's, after weights, workspace and headroom, as `run` would) and decodes at
+// the largest depth it holds for --batch sequences. --fill-from N prefills only N tokens
+// through the model and reaches the depth by repeating their KV pages
+// (Engine::extend_by_repeating): the pool is really allocated and every decode step reads
+// all of it, without a 100K+-token prefill.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -61,6 +68,9 @@ double median(std::vector<double> v) {
 struct BenchCmd {
   std::string model_dir, device = "auto", kv_dtype = "bf16";
   int threads = 0, prompt = 512, gen = 32, depth = 0, batch = 1, repeats = 3, chunk = 2048;
+  int fill_from = 0;
+  bool max_depth = false;
+  std::string memory_budget;
   bool json_out = false;
   // --attention
   bool attention = false;
@@ -129,19 +139,42 @@ void run_attention(const BenchCmd& c) {
 
 void run_model(const BenchCmd& c) {
   if (c.model_dir.empty()) fail("bench: -m/--model is required (or use --attention)");
-  if (c.prompt < 0 || c.gen < 0 || c.depth < 0 || c.batch < 1 || c.repeats < 1 || c.chunk < 1)
-    fail("bench: --prompt/--gen/--depth must be >= 0, --batch/--repeats/--chunk >= 1");
+  if (c.prompt < 0 || c.gen < 0 || c.depth < 0 || c.batch < 1 || c.repeats < 1 || c.chunk < 1 || c.fill_from < 0)
+    fail("bench: --prompt/--gen/--depth/--fill-from must be >= 0, --batch/--repeats/--chunk >= 1");
+  if (c.fill_from % kPageSize != 0)
+    fail("bench: --fill-from {} must be a multiple of the page size {}", c.fill_from, kPageSize);
+  if (c.max_depth && c.depth > 0) fail("bench: give --depth or --max-depth, not both");
+  if (c.fill_from > 0 && !c.max_depth && c.fill_from > c.depth)
+    fail("bench: --fill-from {} is larger than --depth {}", c.fill_from, c.depth);
   EngineOptions o;
   o.device = c.device;
   o.threads = c.threads;
   o.kv_dtype = c.kv_dtype;
-  const int64_t longest = std::max<int64_t>(c.prompt, int64_t(std::max(c.depth, 1)) + c.gen + 2);
-  o.max_context = longest + 64;
-  o.kv_capacity = (o.max_context + 64) * std::max(1, c.batch);
+  if (!c.memory_budget.empty()) o.memory_budget = int64_t(parse_bytes(c.memory_budget, "--memory-budget"));
+  int depth = c.depth;
+  if (c.max_depth) {
+    // Plan with a short max context (the pool is automatic), then let one sequence grow to
+    // the pool's share of each of --batch sequences.
+    o.max_context = std::max({c.prompt, c.fill_from, 1}) + 64;
+    o.kv_capacity = 0;
+  } else {
+    const int64_t longest = std::max<int64_t>(c.prompt, int64_t(std::max(c.depth, 1)) + c.gen + 2);
+    o.max_context = longest + 64;
+    o.kv_capacity = (o.max_context + 64) * std::max(1, c.batch);
+  }
   o.max_sequences = c.batch;
   o.prefill_chunk = c.chunk;
   auto eng = Engine::create(c.model_dir, o);
   const ModelConfig& cfg = eng->config();
+  if (c.max_depth) {
+    const int64_t per_seq = eng->kv_capacity_tokens() / kPageSize / c.batch * kPageSize;
+    depth = int(std::min<int64_t>(per_seq - c.gen - 2, int64_t(1) << 30));
+    if (depth < std::max(c.fill_from, 1))
+      fail("bench: the KV pool ({} tokens) holds only {} tokens per sequence for --batch {}, less than --fill-from {} "
+           "+ --gen {}",
+           eng->kv_capacity_tokens(), per_seq, c.batch, c.fill_from, c.gen);
+    eng->set_max_context(per_seq);
+  }
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> tok(3, cfg.vocab - 1);
   auto random_tokens = [&](int n) {
@@ -151,7 +184,9 @@ void run_model(const BenchCmd& c) {
   };
   json out{{"bench", "model"},       {"model", c.model_dir}, {"backend", eng->backend().name()},
            {"kv_dtype", c.kv_dtype}, {"prompt", c.prompt},   {"gen", c.gen},
-           {"depth", c.depth},       {"batch", c.batch},     {"chunk", c.chunk}};
+           {"depth", depth},         {"batch", c.batch},     {"chunk", c.chunk},
+           {"fill_from", c.fill_from}, {"memory_budget", c.memory_budget},
+           {"kv_capacity_tokens", eng->kv_capacity_tokens()}, {"capacity", eng->capacity_line()}};
   std::vector<float> logits;
   double prefill_tps = 0, prefill_s = 0;
   if (c.prompt > 0) {
@@ -174,12 +209,19 @@ void run_model(const BenchCmd& c) {
   }
   double step_ms = 0, decode_tps = 0;
   if (c.gen > 0) {
-    const int ctx0 = std::max(c.depth, 1);
+    const int ctx0 = std::max(depth, 1);
     std::vector<int32_t> seqs;
     for (int b = 0; b < c.batch; ++b) {
-      std::fprintf(stderr, "bench: prefill depth %d for sequence %d/%d\n", ctx0, b + 1, c.batch);
       const int32_t s = eng->new_sequence();
-      eng->prefill(s, random_tokens(ctx0), logits);
+      if (c.fill_from > 0) {
+        std::fprintf(stderr, "bench: prefill %d tokens, then repeat their pages to depth %d, sequence %d/%d\n",
+                     c.fill_from, ctx0, b + 1, c.batch);
+        eng->prefill(s, random_tokens(c.fill_from), logits);
+        eng->extend_by_repeating(s, ctx0);
+      } else {
+        std::fprintf(stderr, "bench: prefill depth %d for sequence %d/%d\n", ctx0, b + 1, c.batch);
+        eng->prefill(s, random_tokens(ctx0), logits);
+      }
       seqs.push_back(s);
     }
     std::vector<double> steps;
@@ -207,7 +249,7 @@ void run_model(const BenchCmd& c) {
   if (eng->backend().name() == "cuda" && c.gen > 0) {
     bw = cuda_copy_bandwidth();
     const double kv_tok = double(kv_bytes_per_token(cfg, eng->kv_format()));
-    const double ctx_mean = std::max(c.depth, 1) + c.gen / 2.0;
+    const double ctx_mean = std::max(depth, 1) + c.gen / 2.0;
     step_bytes = double(eng->backend().memory().weights) + c.batch * ctx_mean * kv_tok;
     // NOTE: a decode step only reads; the copy bandwidth counts reads + writes, so the read
     // rate of a copy is the same number (each byte copied is read once and written once at
@@ -222,6 +264,8 @@ void run_model(const BenchCmd& c) {
   if (c.json_out) std::printf("%s\n", out.dump().c_str());
   std::printf("bench | %s | backend %s | kv %s | batch %d\n", c.model_dir.c_str(), eng->backend().name().c_str(),
               c.kv_dtype.c_str(), c.batch);
+  std::printf("%s%s\n", eng->capacity_line().c_str(),
+              c.fill_from > 0 ? fmt::format(" | depth filled from {} prefilled tokens", c.fill_from).c_str() : "");
   std::printf("%-10s %10s %12s %14s %14s %10s\n", "phase", "tokens", "ctx", "median", "tokens/s", "vs limit");
   if (c.prompt > 0)
     std::printf("%-10s %10d %12d %12.1f ms %14.1f %10s\n", "prefill", c.prompt, c.prompt, prefill_s * 1e3, prefill_tps,
@@ -229,7 +273,7 @@ void run_model(const BenchCmd& c) {
   if (c.gen > 0) {
     char lim[48] = "-";
     if (limit_ms > 0) std::snprintf(lim, sizeof lim, "%.2fx", step_ms / limit_ms);
-    std::printf("%-10s %10d %12d %9.3f ms/step %14.1f %10s\n", "decode", c.gen * c.batch, std::max(c.depth, 1) + c.gen / 2,
+    std::printf("%-10s %10d %12d %9.3f ms/step %14.1f %10s\n", "decode", c.gen * c.batch, std::max(depth, 1) + c.gen / 2,
                 step_ms, decode_tps, lim);
     if (limit_ms > 0)
       std::printf("limit: %.2f GB per step (weights + KV) / %.0f GB/s copy bandwidth = %.3f ms/step\n", step_bytes / 1e9,
@@ -249,6 +293,11 @@ RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or dec
   app->add_option("--gen", c->gen, "decode steps to time (0: skip)")->capture_default_str();
   app->add_option("--depth", c->depth, "context tokens before decoding starts")->capture_default_str();
   app->add_option("--batch", c->batch_list, "sequences decoded together (default 1; --attention: a list, default 1,8)");
+  app->add_flag("--max-depth", c->max_depth, "decode at the largest depth the automatically sized KV pool holds");
+  app->add_option("--fill-from", c->fill_from,
+                  "prefill only this many tokens (a multiple of 64) and reach the depth by repeating their KV pages")
+      ->capture_default_str();
+  app->add_option("--memory-budget", c->memory_budget, "plan the KV pool as if the device had this much memory");
   app->add_option("--repeats", c->repeats, "prefill repeats (median reported)")->capture_default_str();
   app->add_option("--chunk", c->chunk, "prefill tokens per forward call")->capture_default_str();
   app->add_flag("--json", c->json_out, "also print the results as one JSON document (before the table)");

@@ -54,6 +54,10 @@ class Backend {
   // Bytes of device memory one page takes across all layers (K and V).
   virtual size_t page_bytes(const KvFormat& fmt) const = 0;
   virtual void set_kv_observer(KvObserver obs) { (void)obs; }
+  // Copies the whole cached content (every layer, K and V, all slots) of page src[i] into
+  // page dst[i]. Engine::extend_by_repeating uses it to build long contexts quickly for
+  // benchmarks (`bench --fill-from`).
+  virtual void copy_kv_pages(std::span<const int32_t> src, std::span<const int32_t> dst) = 0;
 };
 
 struct CpuBackendOptions {

@@ -60,6 +60,39 @@ void Engine::set_kv_format(const KvFormat& fmt) {
   backend_->init_kv(fmt, pages_->n_pages());
 }
 
+void Engine::set_max_context(int64_t n) {
+  if (n < 1 || n > kv_capacity_tokens())
+    fail("max context {} must be in [1, {}] (the KV pool's tokens)", n, kv_capacity_tokens());
+  for (const auto& [id, st] : seqs_)
+    NINFER_CHECK(int64_t(st.tokens.size()) <= n, "sequence {} already holds {} tokens > {}", id, st.tokens.size(), n);
+  max_context_ = n;
+}
+
+void Engine::extend_by_repeating(int32_t seq, int64_t n_tokens) {
+  const int64_t len = sequence_length(seq);
+  if (len <= 0 || len % kPageSize != 0)
+    fail("extend_by_repeating: the sequence holds {} tokens, not a positive multiple of the page size {}", len,
+         kPageSize);
+  if (n_tokens < len) fail("extend_by_repeating: {} tokens is shorter than the sequence's {}", n_tokens, len);
+  if (n_tokens > max_context_) fail("sequence of {} tokens exceeds --max-context {}", n_tokens, max_context_);
+  const int64_t have = int64_t(pages_->block_table(seq).size());
+  const int64_t need = pages_for_tokens(n_tokens) - have;
+  if (need > pages_->n_free())
+    throw KvFullError(fmt::format("KV cache full: {} more pages needed, {} free of {}", need, pages_->n_free(),
+                                  pages_->n_pages()));
+  const int64_t src_pages = len / kPageSize;
+  NINFER_CHECK(pages_->reserve(seq, n_tokens), "reserve failed");
+  const std::vector<int32_t>& bt = pages_->block_table(seq);
+  std::vector<int32_t> src, dst;
+  for (int64_t j = src_pages; j < int64_t(bt.size()); ++j) {
+    src.push_back(bt[size_t(j % src_pages)]);
+    dst.push_back(bt[size_t(j)]);
+  }
+  backend_->copy_kv_pages(src, dst);
+  auto& toks = seqs_[seq].tokens;
+  for (int64_t i = len; i < n_tokens; ++i) toks.push_back(toks[size_t(i % len)]);
+}
+
 int32_t Engine::new_sequence() {
   int32_t id = pages_->create_sequence();
   seqs_[id] = SeqState{};

@@ -84,6 +84,9 @@ class Engine {
   // `perplexity --kl-ref` to run the reference format in the same process.
   void set_kv_format(const KvFormat& fmt);
 
+  // Raises or lowers max_context (no live sequence may be longer); at most the pool's tokens.
+  void set_max_context(int64_t n);
+
   int32_t new_sequence();
   void free_sequence(int32_t seq);
   int64_t sequence_length(int32_t seq) const;
@@ -97,6 +100,14 @@ class Engine {
   // when all_logits).
   void prefill(int32_t seq, std::span<const int32_t> tokens, std::vector<float>& logits,
                bool all_logits = false);
+
+  // Grows a sequence whose cached length is a positive whole number of pages to n_tokens by
+  // repeating its cached pages (KV and tokens) in order, without running the model: a
+  // benchmark's way to a long context in seconds (`bench --fill-from`). The result is not what
+  // the model would compute for that text (positions repeat), but every page holds real KV
+  // of the model, so a decode step reads and attends over exactly n_tokens tokens. Throws
+  // KvFullError (changing nothing) when the pool lacks pages.
+  void extend_by_repeating(int32_t seq, int64_t n_tokens);
 
   GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& opt,
                           const std::function<bool(std::string_view)>& on_text = nullptr);

@@ -212,6 +212,33 @@ TEST_P(CudaGolden, CompressedCachesMatchCpuSameFormat) {
   }
 }
 
+// Backend::copy_kv_pages on the GPU (2D copies across layers): a decode step over a copied
+// page gives bitwise the logits of the same step over the original (placement never changes
+// results: ShuffledPagesGiveIdenticalLogits); a wrong stride, side or length changes them.
+TEST_P(CudaGolden, CopiedPagesAttendLikeTheOriginals) {
+  NINFER_REQUIRE_GPU();
+  NINFER_REQUIRE_MODEL(GetParam());
+  auto model = load_model(test::model_dir(GetParam()));
+  auto be = make_cuda_backend(*model);
+  for (const char* kv : {"bf16", "rk2v4-e8"}) {
+    be->init_kv(find_kv_format(kv), 6);
+    std::vector<int32_t> t;
+    for (int i = 0; i < 64; ++i) t.push_back(int32_t(3 + (i * 131) % 8000));
+    const int32_t x = 777;
+    std::vector<float> prompt_logits, a, b;
+    const int32_t bt_a[2] = {0, 1}, bt_b[2] = {4, 2};
+    SeqChunk fill{t.data(), 64, 0, bt_a, 2, false};
+    be->forward({&fill, 1}, prompt_logits);
+    SeqChunk step_a{&x, 1, 64, bt_a, 2, false};
+    be->forward({&step_a, 1}, a);
+    const int32_t src[1] = {0}, dst[1] = {4};
+    be->copy_kv_pages(src, dst);
+    SeqChunk step_b{&x, 1, 64, bt_b, 2, false};
+    be->forward({&step_b, 1}, b);
+    EXPECT_EQ(a, b) << kv;
+  }
+}
+
 // Paged == contiguous on the GPU: shuffled physical pages give bitwise identical logits.
 TEST_P(CudaGolden, ShuffledPagesGiveIdenticalLogits) {
   NINFER_REQUIRE_GPU();

@@ -1,8 +1,11 @@
 // Engine-level properties of the paged cache: results do not depend on where pages sit
 // physically, sequences crossing page boundaries at +-1 agree with one-shot prefill, pages
-// come back after every request, and a full pool is a clean KvFullError.
+// come back after every request, and a full pool is a clean KvFullError. Page copies
+// (Backend::copy_kv_pages, Engine::extend_by_repeating) move exactly a page's content.
 #include <gtest/gtest.h>
 
+#include "backend/backend.h"
+#include "model/model.h"
 #include "runtime/engine.h"
 #include "test_paths.h"
 
@@ -99,6 +102,74 @@ TEST(EnginePaged, GenerateReturnsPagesAndFullPoolIsACleanError) {
   EXPECT_EQ(e->sequence_length(b), 0);
   e->free_sequence(a);
   e->step({&item, 1}, logits);  // fits now
+  e->free_sequence(b);
+  EXPECT_EQ(e->pages().n_used(), 0);
+}
+
+// A page copied with copy_kv_pages behaves exactly as the original: a decode step over
+// block table [copy, fresh] gives bitwise the logits of the same step over [orig, fresh']
+// (placement never changes results: PageBoundariesAndPlacementDoNotChangeLogits). A wrong
+// copy (wrong layer stride, side, or partial page) changes them.
+TEST(EnginePaged, CopiedPagesAttendLikeTheOriginals) {
+  NINFER_REQUIRE_MODEL("ref-qwen3-d256");
+  auto model = load_model(test::model_dir("ref-qwen3-d256"));
+  auto be = make_cpu_backend(*model, {});
+  for (const char* kv : {"f32", "rk2v4-e8"}) {
+    be->init_kv(find_kv_format(kv), 6);
+    const std::vector<int32_t> t = tokens(64);
+    const int32_t x = 777;
+    std::vector<float> prompt_logits, a, b;
+    const int32_t bt_a[2] = {0, 1}, bt_b[2] = {4, 2};
+    SeqChunk fill{t.data(), 64, 0, bt_a, 2, false};
+    be->forward({&fill, 1}, prompt_logits);
+    SeqChunk step_a{&x, 1, 64, bt_a, 2, false};
+    be->forward({&step_a, 1}, a);
+    const int32_t src[1] = {0}, dst[1] = {4};
+    be->copy_kv_pages(src, dst);
+    SeqChunk step_b{&x, 1, 64, bt_b, 2, false};
+    be->forward({&step_b, 1}, b);
+    EXPECT_EQ(a, b) << kv;
+    const int32_t same[1] = {4}, bad[1] = {6};
+    EXPECT_THROW(be->copy_kv_pages(same, same), Error);
+    EXPECT_THROW(be->copy_kv_pages(src, bad), Error);
+  }
+}
+
+// extend_by_repeating: lengths, tokens and pages as documented; a full pool or a length
+// that is not a whole number of pages is a clean error that changes nothing.
+TEST(EnginePaged, ExtendByRepeatingGrowsWithRepeatedPages) {
+  NINFER_REQUIRE_MODEL("ref-qwen3-d256");
+  auto e = make("bf16", 0, 512);  // 8 pages
+  std::vector<float> logits;
+  int32_t s = e->new_sequence();
+  e->prefill(s, tokens(100), logits);
+  EXPECT_THROW(e->extend_by_repeating(s, 300), Error);  // 100 is not a multiple of 64
+  e->free_sequence(s);
+  s = e->new_sequence();
+  e->prefill(s, tokens(128), logits);
+  e->extend_by_repeating(s, 450);
+  EXPECT_EQ(e->sequence_length(s), 450);
+  EXPECT_EQ(e->pages().n_used(), 8);
+  const std::vector<int32_t>& got = e->sequence_tokens(s);
+  const std::vector<int32_t> t = tokens(128);
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], t[i % 128]) << i;
+  // The decode step after it works and attends 451 tokens (max_context 512).
+  const int32_t x = 5;
+  StepItem item{s, {&x, 1}, false};
+  e->step({&item, 1}, logits);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  e->free_sequence(s);
+  // Two sequences of 2 pages each, 4 free: growing one to 7 pages needs 5.
+  int32_t a = e->new_sequence(), b = e->new_sequence();
+  e->prefill(a, tokens(128), logits);
+  e->prefill(b, tokens(128), logits);
+  EXPECT_THROW(e->extend_by_repeating(a, 448), KvFullError);
+  EXPECT_EQ(e->sequence_length(a), 128);
+  EXPECT_EQ(e->pages().n_used(), 4);
+  EXPECT_THROW(e->extend_by_repeating(a, 600), Error);  // beyond max_context 512
+  e->extend_by_repeating(a, 384);
+  EXPECT_EQ(e->pages().n_used(), 8);
+  e->free_sequence(a);
   e->free_sequence(b);
   EXPECT_EQ(e->pages().n_used(), 0);
 }

@@ -124,6 +124,22 @@ class CpuBackend final : public Backend {
 
   void set_kv_observer(KvObserver obs) override { observer_ = std::move(obs); }
 
+  void copy_kv_pages(std::span<const int32_t> src, std::span<const int32_t> dst) override {
+    NINFER_CHECK(fmt_ != nullptr, "init_kv was not called");
+    NINFER_CHECK(src.size() == dst.size(), "copy_kv_pages: {} sources, {} destinations", src.size(), dst.size());
+    const size_t kb = size_t(c_.n_kv_heads) * kPageSize * k_row_, vb = size_t(c_.n_kv_heads) * kPageSize * v_row_;
+    for (size_t i = 0; i < src.size(); ++i) {
+      NINFER_CHECK(src[i] >= 0 && src[i] < n_pages_ && dst[i] >= 0 && dst[i] < n_pages_ && src[i] != dst[i],
+                   "copy_kv_pages: bad page pair {} -> {} ({} pages)", src[i], dst[i], n_pages_);
+      for (int l = 0; l < c_.n_layers; ++l) {
+        uint8_t* k = k_pool_[size_t(l)].data();
+        uint8_t* v = v_pool_[size_t(l)].data();
+        std::memcpy(k + size_t(dst[i]) * kb, k + size_t(src[i]) * kb, kb);
+        std::memcpy(v + size_t(dst[i]) * vb, v + size_t(src[i]) * vb, vb);
+      }
+    }
+  }
+
   void forward(std::span<const SeqChunk> chunks, std::vector<float>& logits) override;
 
  private:

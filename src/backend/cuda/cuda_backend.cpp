@@ -241,6 +241,27 @@ class CudaBackend final : public Backend {
 
   void set_kv_observer(KvObserver obs) override { observer_ = std::move(obs); }
 
+  // A page's blocks of one layer and side are contiguous (n_kv_heads blocks) and layers are
+  // a fixed pitch apart, so each (page pair, side) is one 2D copy of n_layers rows.
+  void copy_kv_pages(std::span<const int32_t> src, std::span<const int32_t> dst) override {
+    NINFER_CHECK(fmt_ != nullptr, "init_kv was not called");
+    NINFER_CHECK(src.size() == dst.size(), "copy_kv_pages: {} sources, {} destinations", src.size(), dst.size());
+    const size_t kb = size_t(c_.n_kv_heads) * cuda::cache_block_bytes(kind_, c_.head_dim, 0);
+    const size_t vb = size_t(c_.n_kv_heads) * cuda::cache_block_bytes(kind_, c_.head_dim, 1);
+    const size_t pitch = k_side_bytes_ + v_side_bytes_;
+    uint8_t* base = pool_.as<uint8_t>();
+    for (size_t i = 0; i < src.size(); ++i) {
+      NINFER_CHECK(src[i] >= 0 && src[i] < n_pages_ && dst[i] >= 0 && dst[i] < n_pages_ && src[i] != dst[i],
+                   "copy_kv_pages: bad page pair {} -> {} ({} pages)", src[i], dst[i], n_pages_);
+      NINFER_CUDA_CHECK(cudaMemcpy2DAsync(base + size_t(dst[i]) * kb, pitch, base + size_t(src[i]) * kb, pitch, kb,
+                                          size_t(c_.n_layers), cudaMemcpyDeviceToDevice, stream_));
+      uint8_t* vbase = base + k_side_bytes_;
+      NINFER_CUDA_CHECK(cudaMemcpy2DAsync(vbase + size_t(dst[i]) * vb, pitch, vbase + size_t(src[i]) * vb, pitch, vb,
+                                          size_t(c_.n_layers), cudaMemcpyDeviceToDevice, stream_));
+    }
+    NINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
   void forward(std::span<const SeqChunk> chunks, std::vector<float>& logits) override;
 
  private:
