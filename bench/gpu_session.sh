@@ -15,6 +15,9 @@
 # e2e:   random Llama-3-8B checkpoint, end-to-end prefill/decode bench -> $OUT/e2e.txt
 # e2ec:  the same random checkpoint, decode at 32K depth with each of E2E_FORMATS (default
 #        bf16,int8,int4,rk4v4-e8,rk2v4-e8) -> $OUT/e2e.txt
+# ctxmax: the same random checkpoint, for each of E2E_FORMATS and each of CTX_BUDGETS (default
+#        "24GiB 32GiB"): the largest context the budget holds, allocated and decoded at
+#        (bench --memory-budget B --max-depth --fill-from 8192) -> $OUT/ctxmax.txt
 # ncu:   Nsight Compute sections of one bf16 decode-attention launch -> $OUT/ncu.txt
 # Models come from $NINFER_SHARED_DIR (default .carry/shared). Everything logs under $OUT.
 set -u
@@ -110,6 +113,20 @@ for stage in "$@"; do
       echo "e2e $f exit $?"; tail -4 "$OUT/e2e.txt"
     done
     stamp "e2ec done" ;;
+  ctxmax)
+    stamp ctxmax
+    CK=/tmp/llama3-8b-random
+    [ -f $CK/model.safetensors ] || timeout 200 "$BIN/ninfer" make-random-checkpoint -o $CK \
+        --tokenizer-from "$NINFER_SHARED_DIR/models/stories260k" 2>&1 | tail -2
+    for budget in ${CTX_BUDGETS:-24GiB 32GiB}; do
+      for f in $(echo "${E2E_FORMATS:-bf16,int8,int4,rk4v4-e8,rk2v4-e8}" | tr ',' ' '); do
+        args="--kv-dtype $f --memory-budget $budget --max-depth --fill-from 8192 --prompt 0 --gen 16 --chunk 8192"
+        echo "--- $f $budget: ninfer bench -m $CK --device cuda --json $args" >> "$OUT/ctxmax.txt"
+        timeout 150 "$BIN/ninfer" bench -m $CK --device cuda --json $args >> "$OUT/ctxmax.txt" 2>&1
+        echo "ctxmax $f $budget exit $?"; grep -E "^capacity|^decode" "$OUT/ctxmax.txt" | tail -2
+      done
+    done
+    stamp "ctxmax done" ;;
   ncu)
     stamp ncu
     timeout 200 ncu --clock-control none -k regex:paged_attention --launch-skip 3 --launch-count 1 \
