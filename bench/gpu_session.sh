@@ -18,6 +18,8 @@
 # ctxmax: the same random checkpoint, for each of E2E_FORMATS and each of CTX_BUDGETS (default
 #        "24GiB 32GiB"): the largest context the budget holds, allocated and decoded at
 #        (bench --memory-budget B --max-depth --fill-from 8192) -> $OUT/ctxmax.txt
+# serve: `ninfer serve --device cuda` on SERVE_MODEL (default ref-qwen3-d256) under
+#        server_loadgen (16 clients, then 1) -> $OUT/serve.txt
 # ncu:   Nsight Compute sections of one bf16 decode-attention launch -> $OUT/ncu.txt
 # Models come from $NINFER_SHARED_DIR (default .carry/shared). Everything logs under $OUT.
 set -u
@@ -46,7 +48,7 @@ for stage in "$@"; do
     nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv >> "$OUT/session.log" 2>&1
     (cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
         -DCMAKE_PREFIX_PATH="$DEPS/usr" -DPKG_CONFIG_EXECUTABLE="$PKGCONF" -DNINFER_SHARED_DIR="$NINFER_SHARED_DIR" \
-      && ninja -C build-gpu -j16 test_cuda ninfer) > "$OUT/build.log" 2>&1
+      && ninja -C build-gpu -j16 test_cuda ninfer server_loadgen) > "$OUT/build.log" 2>&1
     rc=$?
     grep -E "error|warning: .*cuda|spill" "$OUT/build.log" | head -40
     if [ $rc -ne 0 ]; then tail -60 "$OUT/build.log"; stamp "build FAILED"; exit 1; fi
@@ -127,6 +129,28 @@ for stage in "$@"; do
       done
     done
     stamp "ctxmax done" ;;
+  serve)
+    stamp serve
+    M=$NINFER_SHARED_DIR/models/${SERVE_MODEL:-ref-qwen3-d256}
+    "$BIN/ninfer" serve -m "$M" --device cuda --port 0 --max-context 1024 --max-concurrency 16 --no-request-log \
+      2> "$OUT/serve_stderr.txt" &
+    spid=$!
+    port=""
+    for i in $(seq 1 60); do
+      port=$(grep -o "listening on http://[^ ]*" "$OUT/serve_stderr.txt" | sed 's/.*://'); [ -n "$port" ] && break; sleep 1
+    done
+    echo "serve port ${port:-none}"
+    if [ -n "$port" ]; then
+      for spec in "300 16 32" "60 1 32" "200 16 64 --ignore-eos" "24 1 64 --ignore-eos"; do
+        read -r nreq conc maxt extra <<< "$spec"
+        echo "--- server_loadgen --requests $nreq --concurrency $conc --max-tokens $maxt $extra" >> "$OUT/serve.txt"
+        timeout 120 "$ROOT/build-gpu/bin/server_loadgen" --port "$port" --requests $nreq --concurrency $conc \
+          --max-tokens $maxt $extra >> "$OUT/serve.txt" 2>&1
+        echo "loadgen $spec exit $?"; tail -3 "$OUT/serve.txt"
+      done
+    fi
+    kill $spid; wait $spid 2>/dev/null
+    stamp "serve done" ;;
   ncu)
     stamp ncu
     timeout 200 ncu --clock-control none -k regex:paged_attention --launch-skip 3 --launch-count 1 \
