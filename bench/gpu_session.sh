@@ -17,7 +17,7 @@
 #        bf16,int8,int4,rk4v4-e8,rk2v4-e8) -> $OUT/e2e.txt
 # ctxmax: the same random checkpoint, for each of E2E_FORMATS and each of CTX_BUDGETS (default
 #        "24GiB 32GiB"): the largest context the budget holds, allocated and decoded at
-#        (bench --memory-budget B --max-depth --fill-from 8192) -> $OUT/ctxmax.txt
+#        (bench --memory-budget B --max-depth --fill-from 4096 --chunk 1024) -> $OUT/ctxmax.txt
 # serve: `ninfer serve --device cuda` on SERVE_MODEL (default ref-qwen3-d256) under
 #        server_loadgen (16 clients, then 1) -> $OUT/serve.txt
 # ncu:   Nsight Compute sections of one bf16 decode-attention launch -> $OUT/ncu.txt
@@ -122,7 +122,7 @@ for stage in "$@"; do
         --tokenizer-from "$NINFER_SHARED_DIR/models/stories260k" 2>&1 | tail -2
     for budget in ${CTX_BUDGETS:-24GiB 32GiB}; do
       for f in $(echo "${E2E_FORMATS:-bf16,int8,int4,rk4v4-e8,rk2v4-e8}" | tr ',' ' '); do
-        args="--kv-dtype $f --memory-budget $budget --max-depth --fill-from 8192 --prompt 0 --gen 16 --chunk 8192"
+        args="--kv-dtype $f --memory-budget $budget --max-depth --fill-from 4096 --prompt 0 --gen 16 --chunk 1024"
         echo "--- $f $budget: ninfer bench -m $CK --device cuda --json $args" >> "$OUT/ctxmax.txt"
         timeout 150 "$BIN/ninfer" bench -m $CK --device cuda --json $args >> "$OUT/ctxmax.txt" 2>&1
         echo "ctxmax $f $budget exit $?"; grep -E "^capacity|^decode" "$OUT/ctxmax.txt" | tail -2
