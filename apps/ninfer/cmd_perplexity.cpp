@@ -29,15 +29,14 @@ struct PplCmd {
   bool json = false;
 };
 
-// log-softmax of one row (double, for a stable KL).
-void log_softmax(const float* row, int n, std::vector<double>& out) {
-  out.resize(size_t(n));
+// log-softmax of one row (double, for a stable KL). out: [n]
+void log_softmax_into(const float* row, int n, double* out) {
   double mx = -INFINITY;
   for (int i = 0; i < n; ++i) mx = std::max(mx, double(row[i]));
   double s = 0;
   for (int i = 0; i < n; ++i) s += std::exp(double(row[i]) - mx);
   const double lse = mx + std::log(s);
-  for (int i = 0; i < n; ++i) out[size_t(i)] = double(row[i]) - lse;
+  for (int i = 0; i < n; ++i) out[i] = double(row[i]) - lse;
 }
 
 struct Totals {
@@ -98,7 +97,8 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
     double ref_nll = 0;
     int64_t n_scored = 0;
     std::vector<float> logits, ref_logits;
-    std::vector<double> lp, lq;
+    std::vector<double> ref_lp;  // [scored positions][vocab] log-probs of the reference
+    std::vector<int> ref_top;    // [scored positions] its argmax
     auto run_window = [&](const KvFormat& f, std::span<const int32_t> in, std::vector<float>& out) {
       eng->set_kv_format(f);
       int32_t seq = eng->new_sequence();
@@ -116,31 +116,52 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
       const int64_t begin = int64_t(w) * c->stride;
       std::span<const int32_t> in(toks.data() + begin, size_t(c->ctx));
       const int first = w == 0 ? 0 : c->ctx - c->stride;  // first scored input position
+      // Scoring runs on the host over [positions x vocab] rows: the reference's log-probs and
+      // argmax are computed once per window and shared by every format; rows are scored in
+      // parallel (per-thread partial sums, combined in a fixed order per thread count).
+      const int n_pos = c->ctx - first;
       if (ref) {
         run_window(*ref, in, ref_logits);
         ++passes;
-        for (int i = first; i < c->ctx; ++i) {
-          log_softmax(ref_logits.data() + size_t(i) * vocab, vocab, lp);
-          ref_nll -= lp[size_t(toks[size_t(begin + i + 1)])];
+        ref_lp.resize(size_t(n_pos) * vocab);
+        ref_top.resize(size_t(n_pos));
+        double nll = 0;
+#pragma omp parallel for reduction(+ : nll) schedule(static)
+        for (int k = 0; k < n_pos; ++k) {
+          const int i = first + k;
+          const float* b = ref_logits.data() + size_t(i) * vocab;
+          log_softmax_into(b, vocab, ref_lp.data() + size_t(k) * vocab);
+          ref_top[size_t(k)] = int(std::max_element(b, b + vocab) - b);
+          nll -= ref_lp[size_t(k) * vocab + size_t(toks[size_t(begin + i + 1)])];
         }
+        ref_nll += nll;
       }
       for (Totals& T : tot) {
         run_window(*T.fmt, in, logits);
         ++passes;
-        for (int i = first; i < c->ctx; ++i) {
-          const int32_t target = toks[size_t(begin + i + 1)];
-          log_softmax(logits.data() + size_t(i) * vocab, vocab, lq);
-          T.nll -= lq[size_t(target)];
-          if (ref) {
-            log_softmax(ref_logits.data() + size_t(i) * vocab, vocab, lp);
-            double k = 0;
-            for (int v = 0; v < vocab; ++v) k += std::exp(lp[size_t(v)]) * (lp[size_t(v)] - lq[size_t(v)]);
-            T.kl += k;
+        double nll = 0, kl = 0;
+        int64_t agree = 0;
+#pragma omp parallel reduction(+ : nll, kl, agree)
+        {
+          std::vector<double> lq(static_cast<size_t>(vocab));
+#pragma omp for schedule(static)
+          for (int k = 0; k < n_pos; ++k) {
+            const int i = first + k;
             const float* a = logits.data() + size_t(i) * vocab;
-            const float* b = ref_logits.data() + size_t(i) * vocab;
-            T.agree += (std::max_element(a, a + vocab) - a) == (std::max_element(b, b + vocab) - b);
+            log_softmax_into(a, vocab, lq.data());
+            nll -= lq[size_t(toks[size_t(begin + i + 1)])];
+            if (ref) {
+              const double* lp = ref_lp.data() + size_t(k) * vocab;
+              double d = 0;
+              for (int v = 0; v < vocab; ++v) d += std::exp(lp[v]) * (lp[v] - lq[size_t(v)]);
+              kl += d;
+              agree += int(std::max_element(a, a + vocab) - a) == ref_top[size_t(k)];
+            }
           }
         }
+        T.nll += nll;
+        T.kl += kl;
+        T.agree += agree;
       }
       n_scored += c->ctx - first;
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
