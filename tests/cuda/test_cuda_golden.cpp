@@ -177,12 +177,17 @@ TEST_P(CudaGolden, Int8CacheMatchesCpuInt8) {
   EXPECT_LT(std::fabs(ng - nc) / nc, 5e-3);
 }
 
-// Compressed caches (int4, rk4v4-e8, rk2v4-e8): GPU vs CPU with the same format. The encoders
-// are bit-exact (test_kv_append), but the GPU's K/V inputs differ from the CPU's by the bf16
-// GEMM roundings, so some 4-bit / E8 codes land one lattice step apart (a step is ~1/8 of a
-// group's amax, 16x coarser than int8's): the prompt NLL must stay within 2 % of the CPU's
-// (an empirical bound four times the int8 one; a wrong rotation or layout gives garbage, far
-// outside it), and the worst logit error is printed.
+// Compressed caches (int4, rk4v4-e8, rk2v4-e8, and the minifloat fp8, nvfp4, k8v4): GPU vs
+// CPU with the same format. The encoders are bit-exact (test_kv_append), but the GPU's K/V
+// inputs differ from the CPU's by the bf16 GEMM roundings, so some 4-bit / E8 codes land one
+// lattice step apart (a step is ~1/8 of a group's amax, 16x coarser than int8's): the prompt
+// NLL must stay within 2 % of the CPU's (an empirical bound four times the int8 one; a wrong
+// rotation or layout gives garbage, far outside it), and the worst logit error is printed.
+// Formats with an e2m1 side (nvfp4, k8v4 V) get 5 %: a flipped e2m1 code near the top of
+// its block moves by 2/6 of the block amax, against 1/7 of the group amax for int4, i.e.
+// ~2.3x the int4 step, so the same flip rate moves the NLL ~2.3x as much (2 % x 2.3 ~ 5 %).
+// Measured on the H200: nvfp4 3.5 % and k8v4 1.9 % (ref-qwen3-d256, 11-token prompt), 0.4 %
+// and 1.9 % (ref-llama-d128); fp8 0.15 % and 0.004 %.
 TEST_P(CudaGolden, CompressedCachesMatchCpuSameFormat) {
   NINFER_REQUIRE_GPU();
   NINFER_REQUIRE_MODEL(GetParam());
@@ -193,7 +198,7 @@ TEST_P(CudaGolden, CompressedCachesMatchCpuSameFormat) {
   const int vocab = model->config.vocab;
   const json& p = golden["prompts"][0];
   const auto ids = p["ids"].get<std::vector<int32_t>>();
-  for (const char* name : {"int4", "rk4v4-e8", "rk2v4-e8"}) {
+  for (const char* name : {"int4", "rk4v4-e8", "rk2v4-e8", "fp8", "nvfp4", "k8v4"}) {
     ModelRun rg = run_model(*gpu, find_kv_format(name), vocab, ids, 0);
     ModelRun rc = run_model(*cpu, find_kv_format(name), vocab, ids, 0);
     double worst = 0;
@@ -202,7 +207,8 @@ TEST_P(CudaGolden, CompressedCachesMatchCpuSameFormat) {
     const double ng = mean_nll(rg.all_logits, ids, vocab), nc = mean_nll(rc.all_logits, ids, vocab);
     std::printf("[ %s ] %s: worst logit rel err vs CPU %.2e; NLL gpu %.5f cpu %.5f\n", name, GetParam().c_str(), worst,
                 ng, nc);
-    EXPECT_LT(std::fabs(ng - nc) / nc, 2e-2) << name;
+    const bool e2m1 = std::string(name) == "nvfp4" || std::string(name) == "k8v4";
+    EXPECT_LT(std::fabs(ng - nc) / nc, e2m1 ? 5e-2 : 2e-2) << name;
   }
 }
 
