@@ -13,11 +13,12 @@
 // output element moves by at most ~2^-8 from the P and V roundings; the Q rounding moves a
 // score by sum_i |q_i k_i| 2^-9 / sqrt(D) in the worst case but by ~sqrt(D) |q||k| 2^-9 /
 // sqrt(3 D) for independent rounding errors (< 0.01 for the scales used here), which moves
-// the softmax weights by the same relative amount. The minifloat decode kernel expands codes
-// to bf16 exactly (e4m3 code values; e2m1 times e4m3 scale) and applies the fp8 K row scale
-// to the fp32 score and the fp8 V row scale to P before P's bf16 rounding: its error terms
-// are the bf16 kernel's (Q and P rounded, 2^-9 each); its prefill rounds fp8 values times
-// their scale to bf16 (2^-9, as int8's). So the same bounds hold. So: max |err| <= 2e-2 and relative L2
+// the softmax weights by the same relative amount. The minifloat decode kernel runs on fp16
+// tensor cores with exact fp16 K/V values (e4m3 codes times 2^-8, e2m1 times e4m3 scale); Q
+// (scaled per row by a power of two into [2^14, 2^15)) and P (fp8 V: p s_j / s_ref <= 1)
+// are rounded to fp16, relative 2^-11 (absolute 2^-25 below 2^-14 for P): smaller than the
+// bf16 kernel's terms. Its prefill rounds fp8 values times their scale to bf16 (2^-9, as
+// int8's). So the same bounds hold. So: max |err| <= 2e-2 and relative L2
 // error <= 1e-2 (METHOD: bf16 operands land between 1e-3 and 1e-2). NaN fails (the output
 // is poisoned with NaN before the run).
 #include <algorithm>
