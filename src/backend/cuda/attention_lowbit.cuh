@@ -10,8 +10,8 @@
 //  - decode (decode_lowbit_kernel, below): the bf16 decode kernel's warp-independent walk on
 //    fp16 tensor cores; each warp's cp.async ring holds its raw 16-key slices (codes and
 //    scales as stored) and the warp expands a slice with a few integer operations per value
-//    (__byte_perm tables and shifts, no fp32 round trip) into fp16 working tiles. Details
-//    and the scale folding at the kernel.
+//    (__byte_perm tables and shifts, no fp32 round trip) into one fp16 working tile (K, then
+//    V). Details and the scale folding at the kernel.
 //  - prefill (paged_attention_kernel<D, 3, MT>): page blocks are copied as stored, and
 //    expand_lowbit_tile writes the bf16 working tiles; there fp8 values are code * scale
 //    rounded to bf16 (2^-9, the budget of the int8 prefill), nvfp4 values are exact.
@@ -136,16 +136,18 @@ __device__ __forceinline__ uint4 expand_lowbit8_f16(bool nv, const uint8_t* code
   return w;
 }
 
+// Shared memory sized for occupancy (registers allow 4 / 3 / 2 CTAs per SM at head_dim 64 /
+// 128 / 256): raw-slice ring depth 4 / 3 / 2 and one fp16 working tile per warp (K, then V).
 template <int D, bool KN, bool VN>
 struct DecodeLowbitLayout {
-  static constexpr int STAGES = D == 256 ? 3 : 4;
+  static constexpr int STAGES = D == 256 ? 2 : (D == 128 ? 3 : 4);
   static constexpr int kKcb = KN ? D / 2 : D, kKsb = KN ? D / 16 : 2;  // per row
   static constexpr int kVcb = VN ? D / 2 : D, kVsb = VN ? D / 16 : 2;
   // A raw slice: K codes [16][kKcb], K scales [16][kKsb], V codes [16][kVcb], V scales.
   static constexpr int rKs = 16 * kKcb, rV = rKs + 16 * kKsb, rVs = rV + 16 * kVcb;
   static constexpr int kRaw = rVs + 16 * kVsb;  // a multiple of 16
   static constexpr int kTile = 16 * D * 2;       // fp16 working tile
-  static constexpr int kWarp = STAGES * kRaw + 2 * kTile;
+  static constexpr int kWarp = STAGES * kRaw + kTile;
   static constexpr int kRing = 4 * kWarp;
   static constexpr int kQf = 16 * D * 4;
   static constexpr int kOw = 4 * 16 * D * 4;
@@ -229,8 +231,7 @@ __global__ void __launch_bounds__(kThreads) decode_lowbit_kernel(KernelParams p)
   const int lim1 = row0 + gq + 8 < R ? start + (row0 + gq + 8) / g : -1;
 
   uint8_t* wbase = big + warp * L::kWarp;
-  uint8_t* Kt = wbase + STAGES * L::kRaw;  // working tiles after the raw ring
-  uint8_t* Vt = Kt + L::kTile;
+  uint8_t* Wt = wbase + STAGES * L::kRaw;  // the working tile after the raw ring: K, then V
   // The warp's 16 rows of a (page, kv head) block: codes, then scales; all pieces are
   // multiples of 16 bytes at 16-byte aligned offsets.
   auto load_slice = [&](int page, int stage) {
@@ -276,16 +277,19 @@ __global__ void __launch_bounds__(kThreads) decode_lowbit_kernel(KernelParams p)
     if (key0 >= n_keys) continue;  // this warp's slice of the last page is empty
     const uint8_t* raw = wbase + (it % STAGES) * L::kRaw;
 
-    // Expand the raw slice into the fp16 working tiles (last read by this warp in iteration
-    // it - 1, ordered by the __syncwarp above). Rows past the valid keys hold finite stale
-    // values (every e4m3 / e2m1 byte decodes to a finite number); their scores are masked.
-    for (int u = lane; u < 16 * CPR; u += 32) {
-      const int r = u / CPR, c = u % CPR;
-      const uint4 kw = expand_lowbit8_f16(KN, raw + r * L::kKcb, raw + L::rKs + r * L::kKsb, c);
-      *reinterpret_cast<uint4*>(Kt + r * D * 2 + swz(r, c) * 16) = kw;
-      const uint4 vw = expand_lowbit8_f16(VN, raw + L::rV + r * L::kVcb, raw + L::rVs + r * L::kVsb, c);
-      *reinterpret_cast<uint4*>(Vt + r * D * 2 + swz(r, c) * 16) = vw;
-    }
+    // Expand the raw K slice into the fp16 working tile (last read by this warp, as V, in
+    // iteration it - 1, ordered by the __syncwarp above). Rows past the valid keys hold
+    // finite stale values (every e4m3 / e2m1 byte decodes to a finite number); their scores
+    // are masked. The lane's chunk c is fixed; its rows step by 32 / CPR (unrolled).
+    auto expand = [&](bool nv, const uint8_t* codes, const uint8_t* scales, int cb, int sb) {
+#pragma unroll(D == 256 ? 4 : 8)
+      for (int i = 0; i < 16 * CPR / 32; ++i) {
+        const int u = lane + 32 * i, r = u / CPR, c = u % CPR;
+        const uint4 w = expand_lowbit8_f16(nv, codes + r * cb, scales + r * sb, c);
+        *reinterpret_cast<uint4*>(Wt + r * D * 2 + swz(r, c) * 16) = w;
+      }
+    };
+    expand(KN, raw, raw + L::rKs, L::kKcb, L::kKsb);
     __syncwarp();
 
     // S = Q K^T: 16 rows x 16 keys (key of (n-tile j, element e) = key0 + 8 j + 2 cq + e % 2).
@@ -295,10 +299,14 @@ __global__ void __launch_bounds__(kThreads) decode_lowbit_kernel(KernelParams p)
       uint32_t a[4], b[4];
       ldmatrix_x4(a, Qs + (lane % 16) * L::QP + ks * 16 + (lane / 16) * 8);
       const int kr = (lane / 16) * 8 + lane % 8;
-      ldmatrix_x4(b, Kt + kr * D * 2 + swz(kr, ks * 2 + (lane / 8) % 2) * 16);
+      ldmatrix_x4(b, Wt + kr * D * 2 + swz(kr, ks * 2 + (lane / 8) % 2) * 16);
       mma_f16_16816(acc[0], a, b[0], b[1]);
       mma_f16_16816(acc[1], a, b[2], b[3]);
     }
+    __syncwarp();  // every lane's K reads are done before V overwrites the tile
+    // V into the same tile; its integer work overlaps the latency of the MMAs above.
+    expand(VN, raw + L::rV, raw + L::rVs, L::kVcb, L::kVsb);
+    __syncwarp();
     // Per-key factors of this thread's keys 8 j + 2 cq + i: fp8 K: 2^8 * row scale.
     float kf[2][2], vsc[2][2];
 #pragma unroll
@@ -369,18 +377,22 @@ __global__ void __launch_bounds__(kThreads) decode_lowbit_kernel(KernelParams p)
     pa[1] = cvt_f16x2(pr[0][2], pr[0][3]);
     pa[2] = cvt_f16x2(pr[1][0], pr[1][1]);
     pa[3] = cvt_f16x2(pr[1][2], pr[1][3]);
+    // At long contexts the running maxima (and s_ref) rarely move: skip the rescale when no
+    // row of the warp needs it.
+    if (__any_sync(0xffffffffu, al0 != 1.0f || al1 != 1.0f)) {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      o[nt][0] *= al0;
-      o[nt][1] *= al0;
-      o[nt][2] *= al1;
-      o[nt][3] *= al1;
+      for (int nt = 0; nt < NT; ++nt) {
+        o[nt][0] *= al0;
+        o[nt][1] *= al0;
+        o[nt][2] *= al1;
+        o[nt][3] *= al1;
+      }
     }
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       uint32_t b[4];
       const int vr = ((lane / 8) % 2) * 8 + lane % 8;
-      ldmatrix_x4_trans(b, Vt + vr * D * 2 + swz(vr, np * 2 + lane / 16) * 16);
+      ldmatrix_x4_trans(b, Wt + vr * D * 2 + swz(vr, np * 2 + lane / 16) * 16);
       mma_f16_16816(o[2 * np], pa, b[0], b[1]);
       mma_f16_16816(o[2 * np + 1], pa, b[2], b[3]);
     }
