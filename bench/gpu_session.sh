@@ -57,7 +57,7 @@ for stage in "$@"; do
     stamp test
     timeout 400 "$BIN/test_cuda" --gtest_color=no > "$OUT/test.log" 2>&1
     echo "test_cuda exit $?" | tee -a "$OUT/session.log"
-    grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[ (attn|golden|int8|int4|rk)|Failure|error:|Expected|Which is|actual|got " "$OUT/test.log" | head -120 ;;
+    grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[ (attn|golden|int8|int4|rk|fp8|nvfp4|k8v4)|Failure|error:|Expected|Which is|actual|got " "$OUT/test.log" | head -120 ;;
   attn)
     stamp attn
     : > "$OUT/attn.jsonl"

@@ -1,7 +1,7 @@
 // Paged attention (attention.h) against an fp64 reference computed on the *decoded* cache
-// (the CPU codec's decoder applied to the bytes the GPU append wrote), for bf16, int8 and
-// the compressed caches (int4, rk4v4-e8, rk2v4-e8: Q rotated by H_D, output rotated back by
-// H_64 per group), head_dim 64/128/256, GQA ratios 1, 3, 4, 8, decode-class and prefill-class chunks in one
+// (the CPU codec's decoder applied to the bytes the GPU append wrote), for bf16, int8, the
+// compressed caches (int4, rk4v4-e8, rk2v4-e8: Q rotated by H_D, output rotated back by
+// H_64 per group) and the minifloat caches (fp8: V not rotated; nvfp4, k8v4: V by H_64), head_dim 64/128/256, GQA ratios 1, 3, 4, 8, decode-class and prefill-class chunks in one
 // batch, lengths at page boundaries +-1, shuffled page tables, forced and automatic KV splits.
 //
 // Tolerance (derived): the kernel rounds Q to bf16 (relative 2^-9), P to bf16 (2^-9), and
@@ -13,7 +13,12 @@
 // output element moves by at most ~2^-8 from the P and V roundings; the Q rounding moves a
 // score by sum_i |q_i k_i| 2^-9 / sqrt(D) in the worst case but by ~sqrt(D) |q||k| 2^-9 /
 // sqrt(3 D) for independent rounding errors (< 0.01 for the scales used here), which moves
-// the softmax weights by the same relative amount. So: max |err| <= 2e-2 and relative L2
+// the softmax weights by the same relative amount. The minifloat decode kernel runs on fp16
+// tensor cores with exact fp16 K/V values (e4m3 codes times 2^-8, e2m1 times e4m3 scale); Q
+// (scaled per row by a power of two into [2^14, 2^15)) and P (fp8 V: p s_j / s_ref <= 1)
+// are rounded to fp16, relative 2^-11 (absolute 2^-25 below 2^-14 for P): smaller than the
+// bf16 kernel's terms. Its prefill rounds fp8 values times their scale to bf16 (2^-9, as
+// int8's). So the same bounds hold. So: max |err| <= 2e-2 and relative L2
 // error <= 1e-2 (METHOD: bf16 operands land between 1e-3 and 1e-2). NaN fails (the output
 // is poisoned with NaN before the run).
 #include <algorithm>
@@ -150,11 +155,10 @@ TEST_P(PagedAttentionTest, MatchesFp64ReferenceOnDecodedCache) {
   const std::vector<uint8_t> kh = k_pool.download(), vh = v_pool.download();
 
   // Reference on the decoded cache.
-  const size_t scale_b = cuda::cache_scale_bytes(kind, d);
   auto decode = [&](const std::vector<uint8_t>& pool, int side, const KvSideCodec& codec, int page, int h, int slot,
                     float* dst) {
     const uint8_t* b = pool.data() + (size_t(page) * nkv + h) * (side == 0 ? kblk : vblk);
-    std::vector<uint8_t> row(cuda::cache_code_bytes(kind, d, side) + scale_b);
+    std::vector<uint8_t> row(cuda::cache_code_bytes(kind, d, side) + cuda::cache_scale_bytes(kind, d, side));
     cuda::gather_cpu_row(kind, side, b, d, slot, row.data());
     codec.decode(row.data(), d, dst);
   };
@@ -237,7 +241,21 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{"rk2v4_e8_d128_g4_mixed", "rk2v4-e8", 128, 8, 2, kMixed, 0, 3.0f},
         AttnCase{"rk2v4_e8_d64_g3_mixed", "rk2v4-e8", 64, 12, 4, kMixed, 0, 3.0f},
         AttnCase{"rk2v4_e8_d256_g8_mixed", "rk2v4-e8", 256, 16, 2, kMixed, 0, 3.0f},
-        AttnCase{"rk2v4_e8_d256_g4_long_split5", "rk2v4-e8", 256, 8, 2, kLong, 5, 3.0f}),
+        AttnCase{"rk2v4_e8_d256_g4_long_split5", "rk2v4-e8", 256, 8, 2, kLong, 5, 3.0f},
+        AttnCase{"fp8_d128_g4_mixed", "fp8", 128, 8, 2, kMixed, 0, 3.0f},
+        AttnCase{"fp8_d64_g1_mixed", "fp8", 64, 4, 4, kMixed, 0, 3.0f},
+        AttnCase{"fp8_d256_g8_mixed", "fp8", 256, 16, 2, kMixed, 0, 3.0f},
+        AttnCase{"fp8_d128_g4_long_auto", "fp8", 128, 32, 8, kLong, 0, 3.0f},
+        AttnCase{"fp8_d256_g4_long_split5", "fp8", 256, 8, 2, kLong, 5, 3.0f},
+        AttnCase{"fp8_d128_peaky", "fp8", 128, 8, 2, kMixed, 2, 12.0f},
+        AttnCase{"nvfp4_d128_g4_mixed", "nvfp4", 128, 8, 2, kMixed, 0, 3.0f},
+        AttnCase{"nvfp4_d64_g3_mixed", "nvfp4", 64, 12, 4, kMixed, 0, 3.0f},
+        AttnCase{"nvfp4_d256_g8_mixed", "nvfp4", 256, 16, 2, kMixed, 0, 3.0f},
+        AttnCase{"nvfp4_d128_g4_long_split7", "nvfp4", 128, 8, 2, kLong, 7, 3.0f},
+        AttnCase{"k8v4_d128_g4_mixed", "k8v4", 128, 8, 2, kMixed, 0, 3.0f},
+        AttnCase{"k8v4_d64_g1_long_split3", "k8v4", 64, 4, 4, kLong, 3, 3.0f},
+        AttnCase{"k8v4_d256_g8_mixed", "k8v4", 256, 16, 2, kMixed, 0, 3.0f},
+        AttnCase{"k8v4_d128_g4_long_auto", "k8v4", 128, 32, 8, kLong, 0, 3.0f}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Batch invariance of the kernel: a sequence's output does not depend on what else is in

@@ -178,9 +178,9 @@ TEST_P(CudaGolden, Int8CacheMatchesCpuInt8) {
   EXPECT_LT(std::fabs(ng - nc) / nc, 5e-3);
 }
 
-// Compressed caches (int4, rk4v4-e8, rk2v4-e8): GPU vs CPU with the same format. The encoders
-// are bit-exact (test_kv_append), so what differs is only the K/V rows they are given. To keep
-// those close, the GPU runs in split-GEMM mode (fp32-grade GEMM inputs); the bf16 K/V rows of
+// Compressed caches (int4, rk4v4-e8, rk2v4-e8, and the minifloat fp8, nvfp4, k8v4): GPU vs
+// CPU with the same format. The encoders are bit-exact (test_kv_append), so what differs is
+// only the K/V rows they are given. To keep those close, the GPU runs in split-GEMM mode (fp32-grade GEMM inputs); the bf16 K/V rows of
 // attention's inputs still differ in the last bits, so a few 4-bit / E8 codes land one lattice
 // step apart (a step is ~1/8 of a group's amax). A flipped code moves one token's logits by
 // about what the format's own error does, so the prompt NLL over 1024 tokens of sotu_dev
@@ -202,7 +202,7 @@ TEST_P(CudaGolden, CompressedCachesMatchCpuSameFormat) {
   auto gpu = make_cuda_backend(*model, split);
   auto cpu = make_cpu_backend(*model);
   const int vocab = model->config.vocab;
-  for (const char* name : {"int4", "rk4v4-e8", "rk2v4-e8"}) {
+  for (const char* name : {"int4", "rk4v4-e8", "rk2v4-e8", "fp8", "nvfp4", "k8v4"}) {
     ModelRun rg = run_model(*gpu, find_kv_format(name), vocab, ids, 0);
     ModelRun rc = run_model(*cpu, find_kv_format(name), vocab, ids, 0);
     const double ng = mean_nll(rg.all_logits, ids, vocab), nc = mean_nll(rc.all_logits, ids, vocab);
@@ -220,7 +220,7 @@ TEST_P(CudaGolden, CopiedPagesAttendLikeTheOriginals) {
   NINFER_REQUIRE_MODEL(GetParam());
   auto model = load_model(test::model_dir(GetParam()));
   auto be = make_cuda_backend(*model);
-  for (const char* kv : {"bf16", "rk2v4-e8"}) {
+  for (const char* kv : {"bf16", "rk2v4-e8", "k8v4"}) {  // rk2v4-e8, k8v4: K and V blocks differ in size
     be->init_kv(find_kv_format(kv), 6);
     std::vector<int32_t> t;
     for (int i = 0; i < 64; ++i) t.push_back(int32_t(3 + (i * 131) % 8000));

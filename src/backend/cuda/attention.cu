@@ -26,6 +26,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kv_codecs.cuh"
+#include "backend/cuda/kv_lowbit.cuh"
 
 namespace ninfer::cuda {
 namespace {
@@ -96,8 +97,11 @@ template <int D, int KIND, int MT>
 struct SmemLayout {
   static constexpr int M = 16 * MT;
   static constexpr int STAGES = stages_for(D, MT);
-  // Bytes of one side's block (KIND 2: the largest compressed block, 4 bits per value).
-  static constexpr int kBlk = KIND == 0 ? kPage * D * 2 : (KIND == 1 ? kPage * (D + D / 32) : kPage * (D / 2 + D / 32));
+  // Bytes of one side's block (KIND 2: the largest compressed block, 4 bits per value; KIND 3,
+  // the lowbit kinds: the fp8 block, larger than the nvfp4 one).
+  static constexpr int kBlk = KIND == 0 ? kPage * D * 2
+                                        : (KIND == 1 ? kPage * (D + D / 32)
+                                                     : (KIND == 2 ? kPage * (D / 2 + D / 32) : kPage * D + 128));
   static constexpr int kStage = 2 * kBlk;
   static constexpr int kTile = kPage * D * 2;  // one bf16 working tile
   static constexpr int kBigRing = STAGES * kStage + (KIND != 0 ? 2 * kTile : 0);
@@ -183,6 +187,9 @@ __device__ void load_q_tile(const KernelParams& p, float* Qf, uint16_t* Qs, int 
   __syncthreads();
 }
 
+// fp8 / nvfp4 / k8v4: decode kernel and the prefill expansion (KIND 3).
+#include "backend/cuda/attention_lowbit.cuh"
+
 template <int D, int KIND, int MT>
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams p) {
   using L = SmemLayout<D, KIND, MT>;
@@ -219,7 +226,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
     const int valid = min(kPage, n_keys - pg * kPage);
     uint8_t* st = big + stage * L::kStage;
     for (int side = 0; side < 2; ++side) {
-      const size_t bs = KIND == 2 ? size_t(side == 0 ? p.k_blk : p.v_blk) : blk_stride;
+      const size_t bs = KIND >= 2 ? size_t(side == 0 ? p.k_blk : p.v_blk) : blk_stride;
       const uint8_t* src = (side == 0 ? p.k_pool : p.v_pool) + (size_t(page) * p.n_kv_heads + kvh) * bs;
       uint8_t* dst = st + side * L::kBlk;
       if constexpr (KIND == 0) {
@@ -227,7 +234,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
           const int r = u / CPR, c = u % CPR;
           cp_async16(dst + r * D * 2 + swz(r, c) * 16, src + r * D * 2 + c * 16, r < valid ? 16 : 0);
         }
-      } else if constexpr (KIND == 2) {
+      } else if constexpr (KIND >= 2) {
         for (int u = tid; u < int(bs / 16); u += kThreads) cp_async16(dst + u * 16, src + u * 16, 16);
       } else {
         for (int u = tid; u < L::kBlk / 16; u += kThreads) cp_async16(dst + u * 16, src + u * 16, 16);
@@ -282,6 +289,15 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
       uint8_t* Vw = Kw + L::kTile;
       expand_compressed_tile<D>(p, 0, st, kPage, valid, Kw, tid, kThreads);
       expand_compressed_tile<D>(p, 1, st + L::kBlk, kPage, valid, Vw, tid, kThreads);
+      __syncthreads();
+      Kt = Kw;
+      Vt = Vw;
+    } else if constexpr (KIND == 3) {
+      // fp8 / nvfp4 codes (times their scales) -> bf16 working tiles (attention_lowbit.cuh).
+      uint8_t* Kw = big + STAGES * L::kStage;
+      uint8_t* Vw = Kw + L::kTile;
+      expand_lowbit_tile<D>(p, 0, st, kPage, valid, Kw, tid, kThreads);
+      expand_lowbit_tile<D>(p, 1, st + L::kBlk, kPage, valid, Vw, tid, kThreads);
       __syncthreads();
       Kt = Kw;
       Vt = Vw;
@@ -1179,6 +1195,9 @@ void dispatch_kind(const KernelParams& kp, CacheKind kind, int cls, int n_work, 
     dispatch_mt<D, 0>(kp, cls, n_work, s);
   } else if (kind == CacheKind::Int8) {
     dispatch_mt<D, 1>(kp, cls, n_work, s);
+  } else if (cache_lowbit(kind)) {
+    if (cls == 0) launch_decode_lowbit<D>(kind, kp, n_work, s);
+    else launch_kernel<D, 3, (D == 256 ? 2 : 4)>(kp, n_work, s);
   } else {
     dispatch_mt<D, 2>(kp, cls, n_work, s);
   }
@@ -1220,6 +1239,12 @@ int occupancy_d(CacheKind kind, int cls) {
   constexpr int MTp = D == 256 ? 2 : 4;
   if (kind == CacheKind::Bf16) return cls == 0 ? occupancy_decode<D, 0>() : occupancy_of<D, 0, MTp>();
   if (kind == CacheKind::Int8) return cls == 0 ? occupancy_decode<D, 1>() : occupancy_of<D, 1, MTp>();
+  if (cache_lowbit(kind)) {
+    if (cls == 1) return occupancy_of<D, 3, MTp>();
+    int n = 0;
+    launch_decode_lowbit<D>(kind, KernelParams{}, 0, nullptr, true, &n);
+    return n;
+  }
   return cls == 0 ? occupancy_decode<D, 2>() : occupancy_of<D, 2, MTp>();
 }
 

@@ -1,5 +1,6 @@
-// Paged attention over the CUDA KV cache (layout in kv_cache.h) for bf16, int8 and the
-// compressed caches (int4, rk4v4-e8, rk2v4-e8), head_dim 64, 128, 256, any GQA ratio, causal.
+// Paged attention over the CUDA KV cache (layout in kv_cache.h) for bf16, int8, the
+// compressed caches (int4, rk4v4-e8, rk2v4-e8) and the minifloat ones (fp8, nvfp4, k8v4),
+// head_dim 64, 128, 256, any GQA ratio, causal.
 //
 // Work: a query *row* is (query token i of a chunk, q head j of a kv-head group): rows of one
 // (chunk, kv head) are i * group + j, so the K/V of a kv head are read once for every q head
@@ -22,6 +23,10 @@
 //    int4 codes, doubled E8 coordinates 2y in [-16, 15], or quadrupled E8P coordinates 4y
 //    (odd, in [-11, 11]), all exact, with the K / V scales multiplied by 1, 1/2 or 1/4
 //    (KernelParams::k_mul, v_mul). S and P V are then exactly the int8 kernel's.
+//  - decode tiles, minifloat caches (fp8, nvfp4, k8v4; attention_lowbit.cuh): the bf16 walk
+//    on fp16 tensor cores, each warp expanding its raw 16-key slice into fp16 tiles (exact:
+//    e4m3 codes times 2^-8, the fp8 row scales applied to S and folded into P against a
+//    running maximum; or e2m1 times its e4m3 block scale); Q scaled per row by a power of two.
 //  - prefill tiles (64 rows, 32 at head_dim 256): the CTA walks pages with a shared cp.async
 //    ring (int8 and compressed codes expanded to bf16 in shared memory), S and P through
 //    shared memory.

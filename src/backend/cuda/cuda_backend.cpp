@@ -192,8 +192,8 @@ class CudaBackend final : public Backend {
   void init_kv(const KvFormat& fmt, int n_pages) override {
     cuda::CacheKind kind;
     if (!cuda_kv_supported(fmt, &kind))
-      fail("--kv-dtype {} has no CUDA kernels yet (the CUDA backend supports bf16, int8, int4, rk4v4-e8 and "
-           "rk2v4-e8); use --device cpu for {}", fmt.name, fmt.name);
+      fail("--kv-dtype {} has no CUDA kernels yet (the CUDA backend supports bf16, int8, fp8, nvfp4, k8v4, "
+           "int4, rk4v4-e8 and rk2v4-e8); use --device cpu for {}", fmt.name, fmt.name);
     fmt.check_head_dim(c_.head_dim);
     NINFER_CHECK(n_pages > 0, "init_kv with {} pages", n_pages);
     NINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));

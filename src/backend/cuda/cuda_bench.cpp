@@ -71,8 +71,8 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
   const KvFormat& fmt = find_kv_format(cfg.kv_dtype);
   cuda::CacheKind kind;
   if (!cuda::cache_kind_for(fmt.name, &kind))
-    fail("--kv-dtype {} has no CUDA kernels yet (bench --attention supports bf16, int8, int4, rk4v4-e8 and "
-         "rk2v4-e8)", fmt.name);
+    fail("--kv-dtype {} has no CUDA kernels yet (bench --attention supports bf16, int8, fp8, nvfp4, "
+         "k8v4, int4, rk4v4-e8 and rk2v4-e8)", fmt.name);
   fmt.check_head_dim(cfg.head_dim);
   if (cfg.n_kv_heads <= 0 || cfg.n_heads % cfg.n_kv_heads != 0)
     fail("--heads {}/{}: q heads must be a multiple of kv heads", cfg.n_heads, cfg.n_kv_heads);

@@ -228,6 +228,7 @@ void launch_kv_append(const KvAppendParams& p, cudaStream_t s) {
   } else {
     if (p.head_dim > kMaxD || p.head_dim % 64 != 0)
       throw std::runtime_error("KV append: head_dim must be a multiple of 64 up to 256");
+    if (cache_lowbit(p.kind)) return launch_kv_append_lowbit(p, s);  // fp8, nvfp4, k8v4
     const int items = p.n_tokens * p.n_kv_heads * 2;
     if (p.kind == CacheKind::Int8) {
       append_int8_kernel<<<(items + 3) / 4, 128, 0, s>>>(p);

@@ -15,6 +15,10 @@
 //           u32 E8 code per 8 dims, or one u16 E8P code per 8 dims for rk2v4-e8 K); scales
 //           [kPageSize slots][D / 64] fp16. rk2v4-e8 K blocks are smaller than its V blocks:
 //           block sizes are per side (cache_block_bytes(kind, D, side)).
+//   fp8, nvfp4, k8v4 (the "lowbit" kinds), each side as the CPU codec of that side: codes
+//           [kPageSize slots][D] e4m3 (fp8) or [kPageSize slots][D / 2] e2m1 pairs (nvfp4),
+//           then scales [kPageSize slots][1] fp16 (fp8) or [kPageSize slots][D / 16] e4m3
+//           (nvfp4); k8v4 is fp8 K and nvfp4 V. Blocks stay multiples of 16 bytes.
 // A row's code bytes followed by its scale bytes are exactly the CPU codec's row
 // (kv/codecs/*.cpp): the same bytes, only placed differently; gather_cpu_row() below
 // reassembles one.
@@ -37,9 +41,17 @@ namespace ninfer::cuda {
 constexpr int kCachePageSize = 64;  // == kv/page_table.h kPageSize (checked in cuda_backend.cpp)
 
 // NOTE: the values of the compressed kinds are also the `fmt` the attention kernels switch on.
-enum class CacheKind : int { Bf16 = 0, Int8 = 1, Int4 = 2, Rk4 = 3, Rk2 = 4 };
+enum class CacheKind : int { Bf16 = 0, Int8 = 1, Int4 = 2, Rk4 = 3, Rk2 = 4, Fp8 = 5, Nvfp4 = 6, K8v4 = 7 };
 
 constexpr bool cache_compressed(CacheKind k) { return int(k) >= int(CacheKind::Int4); }
+// The minifloat kinds (fp8, nvfp4, k8v4; kv_append_lowbit.cu, attention_lowbit.cuh): per side
+// either "fp8" (e4m3 codes [D], one fp16 scale per row) or "nvfp4" (e2m1 pairs [D / 2], one
+// e4m3 scale per 16 values, D / 16 bytes per row).
+constexpr bool cache_lowbit(CacheKind k) { return int(k) >= int(CacheKind::Fp8) && int(k) <= int(CacheKind::K8v4); }
+// Side 0 = K, 1 = V: true when that side is nvfp4, false when it is fp8 (lowbit kinds only).
+constexpr bool cache_side_nvfp4(CacheKind k, int side) {
+  return k == CacheKind::Nvfp4 || (k == CacheKind::K8v4 && side == 1);
+}
 
 // The one table from a --kv-dtype name to the CUDA cache kind; false for formats without
 // CUDA kernels.
@@ -52,7 +64,10 @@ inline bool cache_kind_for(std::string_view name, CacheKind* kind) {
                               {"int8", CacheKind::Int8},
                               {"int4", CacheKind::Int4},
                               {"rk4v4-e8", CacheKind::Rk4},
-                              {"rk2v4-e8", CacheKind::Rk2}};
+                              {"rk2v4-e8", CacheKind::Rk2},
+                              {"fp8", CacheKind::Fp8},
+                              {"nvfp4", CacheKind::Nvfp4},
+                              {"k8v4", CacheKind::K8v4}};
   for (const Entry& e : kTable)
     if (e.name == name) {
       if (kind) *kind = e.kind;
@@ -67,21 +82,26 @@ constexpr size_t cache_code_bytes(CacheKind k, int head_dim, int side) {
     case CacheKind::Bf16: return size_t(head_dim) * 2;
     case CacheKind::Int8: return size_t(head_dim);
     case CacheKind::Rk2: return side == 0 ? size_t(head_dim) / 4 : size_t(head_dim) / 2;
+    case CacheKind::Fp8:
+    case CacheKind::Nvfp4:
+    case CacheKind::K8v4: return cache_side_nvfp4(k, side) ? size_t(head_dim) / 2 : size_t(head_dim);
     default: return size_t(head_dim) / 2;
   }
 }
-constexpr size_t cache_scale_bytes(CacheKind k, int head_dim) {
+// Scale bytes of one row of `side` (the side matters only for k8v4).
+constexpr size_t cache_scale_bytes(CacheKind k, int head_dim, int side = 0) {
+  if (cache_lowbit(k)) return cache_side_nvfp4(k, side) ? size_t(head_dim) / 16 : 2;
   return k == CacheKind::Bf16 ? 0 : size_t(head_dim / 64) * 2;
 }
 // Bytes of one (page, kv head) block of one side.
 constexpr size_t cache_block_bytes(CacheKind k, int head_dim, int side) {
-  return size_t(kCachePageSize) * (cache_code_bytes(k, head_dim, side) + cache_scale_bytes(k, head_dim));
+  return size_t(kCachePageSize) * (cache_code_bytes(k, head_dim, side) + cache_scale_bytes(k, head_dim, side));
 }
 
 // Reassembles the CPU codec's row (codes then scales) of `slot` from a device block (host
 // memory copy of one (page, kv head) block of side 0 = K or 1 = V). out: [code + scale bytes]
 inline void gather_cpu_row(CacheKind k, int side, const uint8_t* block, int head_dim, int slot, uint8_t* out) {
-  const size_t cb = cache_code_bytes(k, head_dim, side), sb = cache_scale_bytes(k, head_dim);
+  const size_t cb = cache_code_bytes(k, head_dim, side), sb = cache_scale_bytes(k, head_dim, side);
   if (k == CacheKind::Int8 && side == 1) {
     for (int d = 0; d < head_dim; ++d) out[d] = block[size_t(d) * kCachePageSize + size_t(slot)];
   } else {
@@ -104,5 +124,7 @@ struct KvAppendParams {
 };
 
 void launch_kv_append(const KvAppendParams& p, cudaStream_t s);
+// The lowbit kinds' encoder (kv_append_lowbit.cu); launch_kv_append forwards to it.
+void launch_kv_append_lowbit(const KvAppendParams& p, cudaStream_t s);
 
 }  // namespace ninfer::cuda
