@@ -36,6 +36,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 // Chunk record in device memory: tok0, n_tokens, start_pos, table offset, n_blocks.
 constexpr int kChunkInts = 5;
+// Most KV splits of one launch (merge_kernel's weights live in shared memory).
+constexpr int kMaxSplits = 128;
 
 // Swizzle of a bf16 [rows][D] tile (see the top of this file).
 __device__ __forceinline__ int swz(int r, int c) { return c ^ (r & 7); }
@@ -1074,12 +1076,14 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
   write_tile<D>(p, Ow, D, mfin_s, lfin_s, row_end - row0, row0, tok0, kvh, split);
 }
 
+#include "backend/cuda/attention_compressed.cuh"  // decode_comp_kernel (inside this namespace)
+
 // Log-sum-exp merge of the splits: one CTA per output row, grid (n_work, n_kv_heads, M); CTAs
 // whose row is past the tile's end exit. The splits' (m, l) are read once into shared memory,
 // then every thread combines D / kThreads output dims over all splits (coalesced reads).
 template <int D>
 __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
-  __shared__ float w_s[64];
+  __shared__ float w_s[kMaxSplits];
   __shared__ float row[D];
   __shared__ float inv_den;
   const int chunk = p.work[2 * blockIdx.x], gr = p.work[2 * blockIdx.x + 1] + int(blockIdx.z);
@@ -1146,20 +1150,28 @@ void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
       configured = true;
     }
     decode_attention_kernel<D, 0><<<grid, kThreads, L::kBytes, s>>>(kp);
-  } else {
-    // int8 and the compressed kinds (expanded to int8 in shared memory): decode_int8_kernel.
-    constexpr bool kComp = KIND == 2;
-    using L = DecodeInt8Layout<D, kComp>;
+  } else if constexpr (KIND == 1) {
+    using L = DecodeInt8Layout<D, false>;
     if (!configured) {
-      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D, kComp>,
+      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D, false>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
       configured = true;
     }
-    decode_int8_kernel<D, kComp><<<grid, kThreads, L::kBytes, s>>>(kp);
+    decode_int8_kernel<D, false><<<grid, kThreads, L::kBytes, s>>>(kp);
+  } else {
+    // The compressed kinds: straight from the codes (attention_compressed.cuh), 8-row tiles.
+    if (kp.fmt == int(CacheKind::Int4)) {
+      decode_comp_kernel<D, 2><<<grid, kThreads, 0, s>>>(kp);
+    } else if (kp.fmt == int(CacheKind::Rk4)) {
+      decode_comp_kernel<D, 3><<<grid, kThreads, 0, s>>>(kp);
+    } else {
+      decode_comp_kernel<D, 4><<<grid, kThreads, 0, s>>>(kp);
+    }
   }
   NINFER_CUDA_LAUNCH_CHECK();
   if (kp.n_splits > 1) {
-    merge_kernel<D><<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), 16u), kThreads, 0, s>>>(kp);
+    const unsigned rows = KIND == 2 ? unsigned(kCompRows) : 16u;
+    merge_kernel<D><<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), rows), kThreads, 0, s>>>(kp);
     NINFER_CUDA_LAUNCH_CHECK();
   }
 }
@@ -1196,7 +1208,7 @@ int occupancy_of() {
 }
 
 template <int D, int KIND>
-int occupancy_decode() {
+int occupancy_decode(CacheKind kind) {
   int n = 0;
   if constexpr (KIND == 0) {
     using L = DecodeLayout<D, 0>;
@@ -1204,13 +1216,18 @@ int occupancy_decode() {
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
     NINFER_CUDA_CHECK(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<D, 0>, kThreads, L::kBytes));
-  } else {
-    constexpr bool kComp = KIND == 2;
-    using L = DecodeInt8Layout<D, kComp>;
-    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D, kComp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  } else if constexpr (KIND == 1) {
+    using L = DecodeInt8Layout<D, false>;
+    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            L::kBytes));
     NINFER_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_int8_kernel<D, kComp>, kThreads, L::kBytes));
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_int8_kernel<D, false>, kThreads, L::kBytes));
+  } else if (kind == CacheKind::Int4) {
+    NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_comp_kernel<D, 2>, kThreads, 0));
+  } else if (kind == CacheKind::Rk4) {
+    NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_comp_kernel<D, 3>, kThreads, 0));
+  } else {
+    NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_comp_kernel<D, 4>, kThreads, 0));
   }
   return n;
 }
@@ -1218,9 +1235,9 @@ int occupancy_decode() {
 template <int D>
 int occupancy_d(CacheKind kind, int cls) {
   constexpr int MTp = D == 256 ? 2 : 4;
-  if (kind == CacheKind::Bf16) return cls == 0 ? occupancy_decode<D, 0>() : occupancy_of<D, 0, MTp>();
-  if (kind == CacheKind::Int8) return cls == 0 ? occupancy_decode<D, 1>() : occupancy_of<D, 1, MTp>();
-  return cls == 0 ? occupancy_decode<D, 2>() : occupancy_of<D, 2, MTp>();
+  if (kind == CacheKind::Bf16) return cls == 0 ? occupancy_decode<D, 0>(kind) : occupancy_of<D, 0, MTp>();
+  if (kind == CacheKind::Int8) return cls == 0 ? occupancy_decode<D, 1>(kind) : occupancy_of<D, 1, MTp>();
+  return cls == 0 ? occupancy_decode<D, 2>(kind) : occupancy_of<D, 2, MTp>();
 }
 
 int mt_for(int cls, int head_dim) { return cls == 0 ? 1 : (head_dim == 256 ? 2 : 4); }
@@ -1237,6 +1254,8 @@ PagedAttention::PagedAttention(const AttnShape& shape) : shape_(shape) {
   NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, dev));
   cls_[0].mt = 1;
   cls_[1].mt = mt_for(1, shape.head_dim);
+  cls_[0].rows = cache_compressed(shape.kind) ? kCompRows : 16;
+  cls_[1].rows = 16 * cls_[1].mt;
   if (shape.kind == CacheKind::Rk2) e8p_abs_ = e8p_device_tables().abs;
   for (int c = 0; c < 2; ++c) {
     const int d = shape.head_dim;
@@ -1279,7 +1298,7 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     toff += size_t(q.n_blocks);
     const int rows = q.n_tokens * g;
     const int cls = rows <= 16 ? 0 : 1;
-    const int M = 16 * cls_[cls].mt;
+    const int M = cls_[cls].rows;
     for (int r0 = 0; r0 < rows; r0 += M) {
       cls_[cls].work.push_back(i);
       cls_[cls].work.push_back(r0);
@@ -1295,8 +1314,9 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
   // Splits: when the (tile, kv head) CTAs do not fill the GPU's resident slots, split the KV
   // range so that they fill one wave (rounded down: a second, partly filled wave would cost a
   // whole page walk), keeping at least 4 pages per split (shorter splits cost more in
-  // prologue and merge than they gain) and at most 64; prefill-class partials are bounded to
-  // 256 MiB.
+  // prologue and merge than they gain) and at most 64 (the compressed kinds' decode kernel:
+  // 128; its CTAs are cheap to start and batch 1 with 2 kv heads needs them); prefill-class
+  // partials are bounded to 256 MiB.
   size_t part_need = 0;
   for (int c = 0; c < 2; ++c) {
     Class& k = cls_[c];
@@ -1308,10 +1328,10 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     const int ctas = k.n_work * shape_.n_kv_heads;
     int splits = std::max(1, k.slots / ctas);
     splits = std::min(splits, std::max(1, max_pages[c] / 4));
-    splits = std::min(splits, 64);
+    splits = std::min(splits, c == 0 && cache_compressed(shape_.kind) ? kMaxSplits : 64);
     const size_t row_bytes = size_t(n_rows_total_) * (size_t(shape_.head_dim) + 2) * 4;
     while (splits > 1 && size_t(splits) * row_bytes > (size_t(256) << 20)) --splits;
-    if (forced_splits_ > 0) splits = std::min(forced_splits_, 64);
+    if (forced_splits_ > 0) splits = std::min(forced_splits_, kMaxSplits);
     k.splits = splits;
     if (splits > 1) part_need = std::max(part_need, size_t(splits) * row_bytes);
   }

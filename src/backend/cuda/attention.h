@@ -92,6 +92,7 @@ class PagedAttention {
  private:
   struct Class {
     int mt = 1;
+    int rows = 16;  // query rows per tile (the compressed kinds' decode kernel: 8)
     std::vector<int32_t> work;  // host: (chunk, row0) pairs
     int n_work = 0, splits = 1;
     int slots = 0;  // CTAs of this class resident on the whole GPU at once

@@ -1,0 +1,344 @@
+// Decode attention straight from the compressed codes (int4, rk4v4-e8, rk2v4-e8): no shared
+// memory for K or V, every code decoded once, by the lane whose tensor-core fragment needs it.
+// Included by attention.cu inside its anonymous namespace (uses KernelParams, smem_rotate,
+// write_tile, mma_s8_16832 and the decoders of kv_codecs.cuh); see attention.h for the design.
+//
+// A CTA (4 warps) takes a tile of <= 8 query rows of one chunk and kv head (kCompRows) and a
+// KV split; warp w owns keys [16 w, 16 w + 16) of every page of the split, as in the other
+// decode kernels. Per 16-key slice, everything stays in registers:
+//  - S^T = K Q^T on int8 tensor cores (mma m16n8k32: m = 16 keys, n = 8 query rows, k = 32
+//    head dims). The A operand is K: lane (g = lane / 4, c = lane % 4) holds keys g and g + 8
+//    and, for k-step ks of 64-group grp (ks = 2 grp + kk), the 8 values of code block
+//    b = 8 grp + 2 c + kk, i.e. exactly one code per key, expanded to int8 in registers
+//    (values 0..3 -> k 4c..4c+3, 4..7 -> k 16+4c..). Q's B fragment (per lane: row g, the same
+//    8 dims) is that block's 8 bytes of the int8 Q row, loaded once per CTA: the permutation of
+//    the head dims costs nothing. Group sums are scaled by q_scale * k_scale (as the int8 kernel).
+//  - Online softmax on S^T's accumulators: lane holds keys g, g + 8 of rows 2c, 2c + 1; the
+//    row max is a 3-step shuffle over g.
+//  - O^T += V^T P^T on bf16 tensor cores (m16n8k16: m = 16 head dims, n = 8 rows, k = 16 keys).
+//    P^T's B fragment is P (times the V scale of its key and group, as the int8 kernel folds
+//    it) transposed by movmatrix. V^T's A fragment: lane (g, c) takes, per group grp, code block
+//    8 grp + g of keys 2c, 2c + 1, 2c + 8, 2c + 9 (one code each); value e of the block is head
+//    dim 64 grp + 8 g + e and sits in m-tile 4 grp + e % 4, row g + 8 (e / 4). Two keys' int8
+//    values are paired per register with one byte permute and turned into exact bf16 by the
+//    exponent trick (0x4340 | (v + 64) is 192 + v, then one bf16x2 subtract).
+//  - Codes and scales of the next slice are loaded (plain 4- and 8-byte global loads) while the
+//    current one is computed; page ids two slices ahead.
+// The four warps combine (max, sum, O) at the end; write_tile normalises and rotates back, or
+// writes the split's partials for merge_kernel.
+// Numerics equal the int8 kernel's: Q quantised per (row, 64-group), exact int32 group sums,
+// P * v_scale rounded to bf16, V exact, fp32 accumulation.
+
+constexpr int kCompRows = 8;  // query rows per tile of decode_comp_kernel
+
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
+  uint32_t d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+  return d;
+}
+
+// Byte U of x (low half) and of y (high half), signed integers in [-64, 63], as exact bf16x2.
+template <int U>
+__device__ __forceinline__ uint32_t s8pair_to_bf16x2(uint32_t x, uint32_t y) {
+  constexpr uint32_t sel = U | (U << 4) | ((4 + U) << 8) | ((4 + U) << 12);
+  // (b & 0x7F) ^ 0x40 == b + 64 for b in [-64, 63]; 0x4300 | m is the bf16 of 128 + m.
+  const uint32_t w = (__byte_perm(x, y, sel) & 0x007F007Fu) ^ 0x43404340u;
+  uint32_t r;
+  asm("sub.rn.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(w), "r"(0x43404340u));  // - 192 (exact)
+  return r;
+}
+
+// One 8-value code block -> int8 bytes (values 0..3 in lo, 4..7 in hi), kv_codecs.cuh.
+template <int FMT, int SIDE>
+__device__ __forceinline__ void comp_dec8(uint32_t code, const uint32_t* tab, uint32_t& lo, uint32_t& hi) {
+  if constexpr (FMT == 2) {
+    int4_to_s8x8(code, lo, hi);
+  } else if constexpr (FMT == 4 && SIDE == 0) {
+    e8p16_to_s8x8(code & 0xFFFFu, tab, lo, hi);
+  } else {
+    e8l32_to_s8x8(code, lo, hi);
+  }
+}
+
+template <int D, int FMT>
+struct CompSlice {
+  static constexpr int NG = D / 64, NW = (NG + 1) / 2;
+  // K: keys g, g + 8; per group, blocks 8 grp + 2c and + 1 (rk2v4-e8: both u16 codes in k[.][grp][0]).
+  uint32_t k[2][NG][FMT == 4 ? 1 : 2];
+  uint32_t v[4][NG];  // V: keys 2c, 2c + 1, 2c + 8, 2c + 9; block 8 grp + g
+  uint32_t ks[2][NW], vs[2][NW];  // fp16 scales of keys g, g + 8 (NG halves)
+};
+
+template <int NG>
+__device__ __forceinline__ void load_scales(const uint8_t* src, uint32_t* w) {
+  if constexpr (NG == 1) {
+    w[0] = __ldg(reinterpret_cast<const uint16_t*>(src));
+  } else if constexpr (NG == 2) {
+    w[0] = __ldg(reinterpret_cast<const uint32_t*>(src));
+  } else {
+    const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
+    w[0] = t.x;
+    w[1] = t.y;
+  }
+}
+
+__device__ __forceinline__ float scale_of(const uint32_t* w, int grp) {
+  return __half2float(__ushort_as_half(uint16_t(w[grp / 2] >> (16 * (grp % 2)))));
+}
+
+template <int D, int FMT>
+__global__ void __launch_bounds__(kThreads, D <= 128 ? 4 : 2) decode_comp_kernel(KernelParams p) {
+  constexpr int NG = D / 64, R8 = kCompRows;
+  constexpr int KCB = FMT == 4 ? D / 4 : D / 2, VCB = D / 2;  // code bytes per row
+  constexpr size_t KBLK = size_t(kPage) * (KCB + 2 * NG), VBLK = size_t(kPage) * (VCB + 2 * NG);
+  __shared__ __align__(16) float big[4 * R8 * D];  // Q fp32 [8][D] in the prologue; O exchange [4][8][D]
+  __shared__ __align__(16) int8_t Q8[R8 * D];
+  __shared__ float Qsc[R8 * NG];
+  __shared__ float m_w[4 * R8], l_w[4 * R8], mfin_s[R8], lfin_s[R8];
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int gq = lane / 4, cq = lane % 4;
+  const int chunk = p.work[2 * blockIdx.x], row0 = p.work[2 * blockIdx.x + 1];
+  const int kvh = blockIdx.y, split = blockIdx.z;
+  const int32_t* ci = p.chunks + chunk * kChunkInts;
+  const int tok0 = ci[0], n_tok = ci[1], start = ci[2];
+  const int32_t* table = p.tables + ci[3];
+  const int g = p.group;
+  const int R = n_tok * g;
+  const int row_end = min(row0 + R8, R);
+  const int n_keys = start + (row_end - 1) / g + 1;
+  const int n_pages = (n_keys + kPage - 1) / kPage;
+  const int pps = (n_pages + p.n_splits - 1) / p.n_splits;
+  const int p_begin = min(n_pages, split * pps), p_end = min(n_pages, p_begin + pps);
+  const int n_iter = p_end - p_begin;
+
+  // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group), as decode_int8_kernel ----
+  for (int idx = tid; idx < R8 * D; idx += kThreads) {
+    const int r = idx / D, d = idx % D, gr = row0 + r;
+    big[idx] = gr < R ? p.q[size_t(tok0 + gr / g) * p.q_ld + size_t(kvh * g + gr % g) * D + d] : 0.0f;
+  }
+  __syncthreads();
+  smem_rotate<D>(big, R8, D, p.q_rot);
+  for (int u = tid; u < R8 * NG * 4; u += kThreads) {  // 32 NG threads: whole warps
+    const int r = u / (NG * 4), grp = (u / 4) % NG, q = u % 4;
+    const float* x = big + r * D + grp * 64 + q * 16;
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(x[i]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    const float sc = amax > 0.0f ? amax / 127.0f : 1.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    if (q == 0) Qsc[r * NG + grp] = sc;
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+      Q8[r * D + grp * 64 + q * 16 + i] = int8_t(fminf(fmaxf(rintf(x[i] * inv), -127.0f), 127.0f));
+  }
+  __syncthreads();
+  // Q's B fragments: row g, block 8 grp + 2c + kk (8 bytes: b0 = values 0..3, b1 = 4..7).
+  uint32_t qf[2 * NG][2];
+#pragma unroll
+  for (int grp = 0; grp < NG; ++grp)
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      const uint2 t = *reinterpret_cast<const uint2*>(Q8 + gq * D + 8 * (8 * grp + 2 * cq + kk));
+      qf[2 * grp + kk][0] = t.x;
+      qf[2 * grp + kk][1] = t.y;
+    }
+  float qs0[NG], qs1[NG];  // rows 2c, 2c + 1
+#pragma unroll
+  for (int grp = 0; grp < NG; ++grp) {
+    qs0[grp] = Qsc[(2 * cq) * NG + grp];
+    qs1[grp] = Qsc[(2 * cq + 1) * NG + grp];
+  }
+  const int lim0 = row0 + 2 * cq < R ? start + (row0 + 2 * cq) / g : -1;
+  const int lim1 = row0 + 2 * cq + 1 < R ? start + (row0 + 2 * cq + 1) / g : -1;
+  const float k_mul = p.k_mul, v_mul = p.v_mul, sl2 = p.scale_log2;
+  const uint32_t* tab = p.e8p_abs;
+
+  using Slice = CompSlice<D, FMT>;
+  auto load = [&](Slice& s, int page) {
+    const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * KBLK;
+    const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * VBLK;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int slot = warp * 16 + gq + 8 * h;
+      const uint8_t* row = kb + slot * KCB;
+#pragma unroll
+      for (int grp = 0; grp < NG; ++grp) {
+        if constexpr (FMT == 4) {
+          s.k[h][grp][0] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + 2 * cq) * 2));
+        } else {
+          const uint2 t = __ldg(reinterpret_cast<const uint2*>(row + (8 * grp + 2 * cq) * 4));
+          s.k[h][grp][0] = t.x;
+          s.k[h][grp][1] = t.y;
+        }
+      }
+      load_scales<NG>(kb + kPage * KCB + slot * 2 * NG, s.ks[h]);
+      load_scales<NG>(vb + kPage * VCB + slot * 2 * NG, s.vs[h]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int slot = warp * 16 + 2 * cq + (j & 1) + 8 * (j >> 1);
+      const uint8_t* row = vb + slot * VCB;
+#pragma unroll
+      for (int grp = 0; grp < NG; ++grp)
+        s.v[j][grp] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + gq) * 4));
+    }
+  };
+
+  float o[D / 16][4];
+#pragma unroll
+  for (int t = 0; t < D / 16; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows 2c, 2c + 1 (l: this lane's keys)
+
+  auto compute = [&](const Slice& s, int key0) {
+    // S^T (keys g, g + 8) x (rows 2c, 2c + 1)
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int grp = 0; grp < NG; ++grp) {
+      int ia[4] = {0, 0, 0, 0};
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        uint32_t a[4];
+        const uint32_t c0 = FMT == 4 ? (kk ? s.k[0][grp][0] >> 16 : s.k[0][grp][0]) : s.k[0][grp][FMT == 4 ? 0 : kk];
+        const uint32_t c1 = FMT == 4 ? (kk ? s.k[1][grp][0] >> 16 : s.k[1][grp][0]) : s.k[1][grp][FMT == 4 ? 0 : kk];
+        comp_dec8<FMT, 0>(c0, tab, a[0], a[2]);
+        comp_dec8<FMT, 0>(c1, tab, a[1], a[3]);
+        mma_s8_16832(ia, a, qf[2 * grp + kk][0], qf[2 * grp + kk][1]);
+      }
+      const float k0 = scale_of(s.ks[0], grp) * k_mul, k1 = scale_of(s.ks[1], grp) * k_mul;
+      acc[0] += float(ia[0]) * (qs0[grp] * k0);
+      acc[1] += float(ia[1]) * (qs1[grp] * k0);
+      acc[2] += float(ia[2]) * (qs0[grp] * k1);
+      acc[3] += float(ia[3]) * (qs1[grp] * k1);
+    }
+    const int ka = key0 + gq, kb = ka + 8;
+    const float s0 = ka <= lim0 ? acc[0] * sl2 : -INFINITY;
+    const float s1 = ka <= lim1 ? acc[1] * sl2 : -INFINITY;
+    const float s2 = kb <= lim0 ? acc[2] * sl2 : -INFINITY;
+    const float s3 = kb <= lim1 ? acc[3] * sl2 : -INFINITY;
+    float mx0 = fmaxf(s0, s2), mx1 = fmaxf(s1, s3);
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float al0 = mn0 == -INFINITY ? 1.0f : exp2f(m0 - mn0);
+    const float al1 = mn1 == -INFINITY ? 1.0f : exp2f(m1 - mn1);
+    m0 = mn0;
+    m1 = mn1;
+    const float p0 = mn0 == -INFINITY ? 0.0f : exp2f(s0 - mn0);
+    const float p2 = mn0 == -INFINITY ? 0.0f : exp2f(s2 - mn0);
+    const float p1 = mn1 == -INFINITY ? 0.0f : exp2f(s1 - mn1);
+    const float p3 = mn1 == -INFINITY ? 0.0f : exp2f(s3 - mn1);
+    l0 = l0 * al0 + (p0 + p2);
+    l1 = l1 * al1 + (p1 + p3);
+#pragma unroll
+    for (int t = 0; t < D / 16; ++t) {
+      o[t][0] *= al0;
+      o[t][1] *= al1;
+      o[t][2] *= al0;
+      o[t][3] *= al1;
+    }
+    auto sp = [](float pv_, float s_) { return pv_ == 0.0f ? 0.0f : pv_ * s_; };  // never 0 * NaN
+#pragma unroll
+    for (int grp = 0; grp < NG; ++grp) {
+      const float v0 = scale_of(s.vs[0], grp) * v_mul, v1 = scale_of(s.vs[1], grp) * v_mul;
+      // P^T fragment: rows g; keys 2c, 2c + 1 (b0) and 2c + 8, 2c + 9 (b1).
+      const uint32_t b0 = movmatrix_trans(cvt_bf16x2(sp(p0, v0), sp(p1, v0)));
+      const uint32_t b1 = movmatrix_trans(cvt_bf16x2(sp(p2, v1), sp(p3, v1)));
+      uint32_t lo[4], hi[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) comp_dec8<FMT, 1>(s.v[j][grp], nullptr, lo[j], hi[j]);
+      uint32_t a[4];
+      a[0] = s8pair_to_bf16x2<0>(lo[0], lo[1]);
+      a[1] = s8pair_to_bf16x2<0>(hi[0], hi[1]);
+      a[2] = s8pair_to_bf16x2<0>(lo[2], lo[3]);
+      a[3] = s8pair_to_bf16x2<0>(hi[2], hi[3]);
+      mma_bf16_16816(o[4 * grp + 0], a, b0, b1);
+      a[0] = s8pair_to_bf16x2<1>(lo[0], lo[1]);
+      a[1] = s8pair_to_bf16x2<1>(hi[0], hi[1]);
+      a[2] = s8pair_to_bf16x2<1>(lo[2], lo[3]);
+      a[3] = s8pair_to_bf16x2<1>(hi[2], hi[3]);
+      mma_bf16_16816(o[4 * grp + 1], a, b0, b1);
+      a[0] = s8pair_to_bf16x2<2>(lo[0], lo[1]);
+      a[1] = s8pair_to_bf16x2<2>(hi[0], hi[1]);
+      a[2] = s8pair_to_bf16x2<2>(lo[2], lo[3]);
+      a[3] = s8pair_to_bf16x2<2>(hi[2], hi[3]);
+      mma_bf16_16816(o[4 * grp + 2], a, b0, b1);
+      a[0] = s8pair_to_bf16x2<3>(lo[0], lo[1]);
+      a[1] = s8pair_to_bf16x2<3>(hi[0], hi[1]);
+      a[2] = s8pair_to_bf16x2<3>(lo[2], lo[3]);
+      a[3] = s8pair_to_bf16x2<3>(hi[2], hi[3]);
+      mma_bf16_16816(o[4 * grp + 3], a, b0, b1);
+    }
+  };
+
+  // Two register sets: slice it + 1 loads while slice it is computed; page ids one slice ahead
+  // of their loads.
+  Slice sa, sb;
+  if (n_iter > 0) load(sa, table[p_begin]);
+  int next_id = n_iter > 1 ? table[p_begin + 1] : 0;
+#pragma unroll 1
+  for (int it = 0; it < n_iter; it += 2) {
+    if (it + 1 < n_iter) load(sb, next_id);
+    next_id = it + 2 < n_iter ? table[p_begin + it + 2] : 0;
+    const int key0a = (p_begin + it) * kPage + warp * 16;
+    if (key0a < n_keys) compute(sa, key0a);
+    if (it + 1 >= n_iter) break;
+    if (it + 2 < n_iter) load(sa, next_id);
+    next_id = it + 3 < n_iter ? table[p_begin + it + 3] : 0;
+    const int key0b = key0a + kPage;
+    if (key0b < n_keys) compute(sb, key0b);
+  }
+
+  // ---- combine the warps ----
+#pragma unroll
+  for (int off = 4; off < 32; off <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+  }
+  float* Ow = big;  // [4][8][D]; Q's fp32 copy is dead since the barrier after quantisation
+#pragma unroll
+  for (int grp = 0; grp < NG; ++grp)
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int d = 64 * grp + 8 * gq + u;
+      const float* c = o[4 * grp + u];
+      Ow[(warp * R8 + 2 * cq) * D + d] = c[0];
+      Ow[(warp * R8 + 2 * cq + 1) * D + d] = c[1];
+      Ow[(warp * R8 + 2 * cq) * D + d + 4] = c[2];
+      Ow[(warp * R8 + 2 * cq + 1) * D + d + 4] = c[3];
+    }
+  if (gq == 0) {
+    m_w[warp * R8 + 2 * cq] = m0;
+    m_w[warp * R8 + 2 * cq + 1] = m1;
+    l_w[warp * R8 + 2 * cq] = l0;
+    l_w[warp * R8 + 2 * cq + 1] = l1;
+  }
+  __syncthreads();
+  if (tid < R8) {
+    float M = -INFINITY;
+    for (int w = 0; w < 4; ++w) M = fmaxf(M, m_w[w * R8 + tid]);
+    float Lsum = 0.0f;
+    for (int w = 0; w < 4; ++w) {
+      const float mw = m_w[w * R8 + tid];
+      const float f = mw == -INFINITY ? 0.0f : exp2f(mw - M);
+      m_w[w * R8 + tid] = f;  // now the warp's weight
+      Lsum += f * l_w[w * R8 + tid];
+    }
+    mfin_s[tid] = M;
+    lfin_s[tid] = Lsum;
+  }
+  __syncthreads();
+  for (int idx = tid; idx < R8 * D; idx += kThreads) {
+    const int r = idx / D;
+    float v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) v += m_w[w * R8 + r] * Ow[w * R8 * D + idx];
+    Ow[idx] = v;
+  }
+  __syncthreads();
+  write_tile<D>(p, Ow, D, mfin_s, lfin_s, row_end - row0, row0, tok0, kvh, split);
+}
