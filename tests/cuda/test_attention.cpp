@@ -237,7 +237,12 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{"rk2v4_e8_d128_g4_mixed", "rk2v4-e8", 128, 8, 2, kMixed, 0, 3.0f},
         AttnCase{"rk2v4_e8_d64_g3_mixed", "rk2v4-e8", 64, 12, 4, kMixed, 0, 3.0f},
         AttnCase{"rk2v4_e8_d256_g8_mixed", "rk2v4-e8", 256, 16, 2, kMixed, 0, 3.0f},
-        AttnCase{"rk2v4_e8_d256_g4_long_split5", "rk2v4-e8", 256, 8, 2, kLong, 5, 3.0f}),
+        AttnCase{"rk2v4_e8_d256_g4_long_split5", "rk2v4-e8", 256, 8, 2, kLong, 5, 3.0f},
+        // The register-decode kernel's other paths: int4 at 256, E8 K at 256 with splits, more
+        // splits (100) than pages in some sequences (empty splits in the merge).
+        AttnCase{"int4_d256_g8_mixed", "int4", 256, 16, 2, kMixed, 0, 3.0f},
+        AttnCase{"rk4v4_e8_d256_g4_long_split5", "rk4v4-e8", 256, 8, 2, kLong, 5, 3.0f},
+        AttnCase{"rk2v4_e8_d128_g4_long_split100", "rk2v4-e8", 128, 8, 2, kLong, 100, 3.0f}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Batch invariance of the kernel: a sequence's output does not depend on what else is in

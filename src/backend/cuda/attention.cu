@@ -1079,11 +1079,13 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
 #include "backend/cuda/attention_compressed.cuh"  // decode_comp_kernel (inside this namespace)
 
 // Log-sum-exp merge of the splits: one CTA per output row, grid (n_work, n_kv_heads, M); CTAs
-// whose row is past the tile's end exit. The splits' (m, l) are read once into shared memory,
-// then every thread combines D / kThreads output dims over all splits (coalesced reads).
+// whose row is past the tile's end exit. The splits' (m, l) are read once into shared memory;
+// then the threads split both the row's D / 4 float4 columns and the splits (coalesced reads,
+// several loads in flight per thread) and sum their partial rows in shared memory.
 template <int D>
 __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
   __shared__ float w_s[kMaxSplits];
+  __shared__ float4 red[kThreads];
   __shared__ float row[D];
   __shared__ float inv_den;
   const int chunk = p.work[2 * blockIdx.x], gr = p.work[2 * blockIdx.x + 1] + int(blockIdx.z);
@@ -1109,10 +1111,37 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
     if (threadIdx.x == 0) inv_den = 1.0f / den;
   }
   __syncthreads();
-  for (int d = threadIdx.x; d < D; d += kThreads) {
-    float num = 0.0f;
-    for (int s = 0; s < p.n_splits; ++s) num += w_s[s] * p.part_o[(size_t(s) * p.n_rows_total + grow) * D + d];
-    row[d] = num * inv_den;
+  // Thread (split group sg, float4 column c): splits sg, sg + SG, ...; four loads in flight
+  // per thread (the splits of one row are far apart in memory: one 16-byte load each).
+  constexpr int C4 = D / 4, SG = kThreads / C4;
+  const int c = threadIdx.x % C4, sg = threadIdx.x / C4;
+  const size_t stride = size_t(p.n_rows_total) * C4;
+  const float4* src = reinterpret_cast<const float4*>(p.part_o) + grow * C4 + c;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+  for (int s = sg; s < p.n_splits; s += SG) {
+    const float w = w_s[s];
+    const float4 v = src[size_t(s) * stride];
+    acc.x += w * v.x;
+    acc.y += w * v.y;
+    acc.z += w * v.z;
+    acc.w += w * v.w;
+  }
+  red[sg * C4 + c] = acc;
+  __syncthreads();
+  if (sg == 0) {
+    float4 t = red[c];
+    for (int k = 1; k < SG; ++k) {
+      const float4 u = red[k * C4 + c];
+      t.x += u.x;
+      t.y += u.y;
+      t.z += u.z;
+      t.w += u.w;
+    }
+    row[4 * c] = t.x * inv_den;
+    row[4 * c + 1] = t.y * inv_den;
+    row[4 * c + 2] = t.z * inv_den;
+    row[4 * c + 3] = t.w * inv_den;
   }
   __syncthreads();
   smem_rotate<D>(row, 1, D, p.o_rot);
