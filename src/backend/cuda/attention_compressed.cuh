@@ -134,7 +134,12 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
   __shared__ __align__(16) float big[4 * R8 * D];  // Q fp32 [8][D] in the prologue; O exchange [4][8][D]
   __shared__ __align__(16) int8_t Q8[R8 * D];
   __shared__ float Qsc[R8 * NG];
-  __shared__ int Qbs[R8 * D / 8], Qgs[R8 * NG];  // rk4v4-e8: int8 Q sums per 8-dim block and per group
+  __shared__ int Qbs[R8 * D / 8], Qgs[R8 * NG];  // int8 Q sums per 8-dim block and per group
+  // rk2v4-e8 K (E8P): e8pT[pattern] = the 8 values 2|a_i| as bytes (bit 31: the pattern's sign
+  // parity p(a)); e8pS[7 stored signs | p(a) << 7] = per-byte masks of the negative values (the
+  // 8th sign from the parity, as e8p16_decode_q4) and those masks & 0x01 per byte.
+  __shared__ uint2 e8pT[FMT == 4 ? 256 : 1];
+  __shared__ uint4 e8pS[FMT == 4 ? 256 : 1];
   __shared__ float m_w[4 * R8], l_w[4 * R8], mfin_s[R8], lfin_s[R8];
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -153,6 +158,27 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
   const int p_begin = min(n_pages, split * pps), p_end = min(n_pages, p_begin + pps);
   const int n_iter = p_end - p_begin;
 
+  if constexpr (FMT == 4) {
+    for (int i = tid; i < 256; i += kThreads) {
+      const uint32_t a = __ldg(p.e8p_abs + i);
+      uint32_t lo = 0, hi = 0;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        lo |= ((a >> (4 * k)) & 7u) * 2u << (8 * k);
+        hi |= ((a >> (4 * k + 16)) & 7u) * 2u << (8 * k);
+      }
+      e8pT[i] = make_uint2(lo, hi | (((a >> 3) & 1u) << 31));
+      const uint32_t signs = uint32_t(i) & 0x7Fu, pa = uint32_t(i) >> 7;
+      const uint32_t sb = signs | (((uint32_t(__popc(signs)) + pa) & 1u) << 7);
+      uint32_t mlo = 0, mhi = 0;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        mlo |= ((sb >> k) & 1u) * (0xFFu << (8 * k));
+        mhi |= ((sb >> (k + 4)) & 1u) * (0xFFu << (8 * k));
+      }
+      e8pS[i] = make_uint4(mlo, mhi, mlo & 0x01010101u, mhi & 0x01010101u);
+    }
+  }
   // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group), as decode_int8_kernel ----
   for (int idx = tid; idx < R8 * D; idx += kThreads) {
     const int r = idx / D, d = idx % D, gr = row0 + r;
@@ -219,7 +245,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
   const int lim1 = row0 + 2 * cq + 1 < R ? start + (row0 + 2 * cq + 1) / g : -1;
   // Grid steps of the int8 K values (int4: 16 v; E8: 2 y; E8P: 4 y) and of the V values (int4:
   // v; E8: 2 y), times the fp16 scale.
-  constexpr float k_mul = FMT == 2 ? 1.0f / 16 : (FMT == 3 ? 1.0f : 0.25f);  // E8: (2y / 2) via ia + cor / 2
+  constexpr float k_mul = FMT == 2 ? 1.0f / 16 : (FMT == 3 ? 1.0f : 0.25f);  // E8: (2y / 2) via ia + cor / 2; E8P: 4y
   constexpr float v_mul = FMT == 2 ? 1.0f : 0.5f;
   const float sl2 = p.scale_log2;
   const uint32_t* tab = p.e8p_abs;
@@ -290,15 +316,36 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
         mma_f16_1688(cr, ca0, ca1, qb[grp]);
 #pragma unroll
         for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]) + 0.5f * cr[e];  // exact: |.| < 2^22, halves
-      } else {
+      } else if constexpr (FMT == 4) {
+        // E8P: 4y_i = s_i 2|a_i| + t (t = +-1 per block, code bit 15): the signed magnitudes
+        // from the two tables, the t term as an fp16 MMA (A: t of the lane's two blocks per
+        // key, B: the rows' block sums), so sum q 4y = ia + cr exactly.
         int ia[4] = {0, 0, 0, 0};
 #pragma unroll
         for (int kk = 0; kk < 2; ++kk) {
           uint32_t a[4];
-          const uint32_t c0 = FMT == 4 ? (kk ? s.k[0][grp][0] >> 16 : s.k[0][grp][0]) : s.k[0][grp][FMT == 4 ? 0 : kk];
-          const uint32_t c1 = FMT == 4 ? (kk ? s.k[1][grp][0] >> 16 : s.k[1][grp][0]) : s.k[1][grp][FMT == 4 ? 0 : kk];
-          comp_dec8<FMT, 0>(c0, tab, a[0], a[2]);
-          comp_dec8<FMT, 0>(c1, tab, a[1], a[3]);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t code = kk ? s.k[h][grp][0] >> 16 : s.k[h][grp][0] & 0xFFFFu;
+            const uint2 t = e8pT[code & 0xFFu];
+            const uint4 m = e8pS[((code >> 8) & 0x7Fu) | ((t.y >> 24) & 0x80u)];
+            a[h] = (t.x ^ m.x) + m.z;                       // negate: ~x + 1, no carry out of a byte
+            a[h + 2] = ((t.y & 0x7F7F7F7Fu) ^ m.y) + m.w;
+          }
+          mma_s8_16832(ia, a, qf[2 * grp + kk][0], qf[2 * grp + kk][1]);
+        }
+        float cr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        mma_f16_1688(cr, (s.k[0][grp][0] & 0x80008000u) | 0x3C003C00u, (s.k[1][grp][0] & 0x80008000u) | 0x3C003C00u,
+                     qb[grp]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]) + cr[e];  // exact integers
+      } else {  // int4
+        int ia[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          uint32_t a[4];
+          comp_dec8<FMT, 0>(s.k[0][grp][FMT == 4 ? 0 : kk], tab, a[0], a[2]);
+          comp_dec8<FMT, 0>(s.k[1][grp][FMT == 4 ? 0 : kk], tab, a[1], a[3]);
           mma_s8_16832(ia, a, qf[2 * grp + kk][0], qf[2 * grp + kk][1]);
         }
 #pragma unroll
