@@ -15,13 +15,16 @@
 //    Q is quantised to int8 per (row, 64-group) (step amax/127) and S is an exact int8
 //    tensor-core product per group scaled by q_scale * k_scale; V codes (stored dim-major)
 //    are converted to bf16 in registers and the V scales folded into P.
-//  - decode tiles, compressed caches (int4, rk4v4-e8, rk2v4-e8): the int8 kernel, whose
-//    per-warp cp.async ring holds the raw codes and scales of its 16-key slices (136 or 104
-//    bytes per head-token at D 128 instead of 264 for int8); just before use the warp expands
-//    them into one int8 stage (K swizzled row-major, V dim-major, transposed in registers):
-//    int4 codes, doubled E8 coordinates 2y in [-16, 15], or quadrupled E8P coordinates 4y
-//    (odd, in [-11, 11]), all exact, with the K / V scales multiplied by 1, 1/2 or 1/4
-//    (KernelParams::k_mul, v_mul). S and P V are then exactly the int8 kernel's.
+//  - decode tiles, compressed caches (int4, rk4v4-e8, rk2v4-e8): decode_comp_kernel
+//    (attention_compressed.cuh), tiles of <= 8 rows, no shared memory for K or V: each lane
+//    loads the raw codes its tensor-core fragments need straight into registers (the next
+//    slice's while the current one computes) and decodes each code once. S^T = K Q^T on int8
+//    tensor cores (m = 16 keys, n = 8 rows: a lane's K fragment is exactly one 8-dim code per
+//    key; Q's head dims are permuted to match, for free); P^T by movmatrix; O^T = V^T P^T on
+//    bf16 tensor cores, the V nibbles turned into exact bf16 by the exponent trick. Offsets
+//    of the raw nibbles (E8's coset bit and +-1/2 shifts, int4's sign, E8P's +-1/4 shift)
+//    are added back exactly by small extra MMAs against per-block Q sums (K) or P sums (V).
+//    Numerics equal the int8 kernel's. Up to 128 KV splits (batch 1 with 2 kv heads).
 //  - prefill tiles (64 rows, 32 at head_dim 256): the CTA walks pages with a shared cp.async
 //    ring (int8 and compressed codes expanded to bf16 in shared memory), S and P through
 //    shared memory.

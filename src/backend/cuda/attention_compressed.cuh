@@ -158,6 +158,47 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
   const int p_begin = min(n_pages, split * pps), p_end = min(n_pages, p_begin + pps);
   const int n_iter = p_end - p_begin;
 
+  using Slice = CompSlice<D, FMT>;
+  auto load = [&](Slice& s, int page) {
+    const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * KBLK;
+    const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * VBLK;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int slot = warp * 16 + gq + 8 * h;
+      const uint8_t* row = kb + slot * KCB;
+#pragma unroll
+      for (int grp = 0; grp < NG; ++grp) {
+        if constexpr (FMT == 4) {
+          s.k[h][grp][0] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + 2 * cq) * 2));
+        } else {
+          const uint2 t = __ldg(reinterpret_cast<const uint2*>(row + (8 * grp + 2 * cq) * 4));
+          s.k[h][grp][0] = t.x;
+          s.k[h][grp][1] = t.y;
+        }
+      }
+      load_scales<NG>(kb + kPage * KCB + slot * 2 * NG, s.ks[h]);
+      load_scales<NG>(vb + kPage * VCB + slot * 2 * NG, s.vs[h]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int slot = warp * 16 + 2 * cq + (j & 1) + 8 * (j >> 1);
+      const uint8_t* row = vb + slot * VCB;
+#pragma unroll
+      for (int grp = 0; grp < NG; ++grp)
+        s.v[j][grp] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + gq) * 4));
+    }
+  };
+
+  // The first NS slices' codes are requested before the Q prologue, whose latency they hide.
+  // NS register sets: slices it + 1 .. it + NS - 1 are in flight while slice it is computed
+  // (head_dim 256: two sets, registers).
+  constexpr int NS = D <= 128 ? 3 : 2;
+  Slice s0, s1, s2;
+  if (n_iter > 0) load(s0, table[p_begin]);
+  if (n_iter > 1) load(s1, table[p_begin + 1]);
+  if (NS == 3 && n_iter > 2) load(s2, table[p_begin + 2]);
+  int next_id = NS < n_iter ? table[p_begin + NS] : 0;
+
   if constexpr (FMT == 4) {
     for (int i = tid; i < 256; i += kThreads) {
       const uint32_t a = __ldg(p.e8p_abs + i);
@@ -249,37 +290,6 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
   constexpr float v_mul = FMT == 2 ? 1.0f : 0.5f;
   const float sl2 = p.scale_log2;
   const uint32_t* tab = p.e8p_abs;
-
-  using Slice = CompSlice<D, FMT>;
-  auto load = [&](Slice& s, int page) {
-    const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * KBLK;
-    const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * VBLK;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int slot = warp * 16 + gq + 8 * h;
-      const uint8_t* row = kb + slot * KCB;
-#pragma unroll
-      for (int grp = 0; grp < NG; ++grp) {
-        if constexpr (FMT == 4) {
-          s.k[h][grp][0] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + 2 * cq) * 2));
-        } else {
-          const uint2 t = __ldg(reinterpret_cast<const uint2*>(row + (8 * grp + 2 * cq) * 4));
-          s.k[h][grp][0] = t.x;
-          s.k[h][grp][1] = t.y;
-        }
-      }
-      load_scales<NG>(kb + kPage * KCB + slot * 2 * NG, s.ks[h]);
-      load_scales<NG>(vb + kPage * VCB + slot * 2 * NG, s.vs[h]);
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int slot = warp * 16 + 2 * cq + (j & 1) + 8 * (j >> 1);
-      const uint8_t* row = vb + slot * VCB;
-#pragma unroll
-      for (int grp = 0; grp < NG; ++grp)
-        s.v[j][grp] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + gq) * 4));
-    }
-  };
 
   float o[D / 16][4];
 #pragma unroll
@@ -441,22 +451,22 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
     }
   };
 
-  // Two register sets: slice it + 1 loads while slice it is computed; page ids one slice ahead
-  // of their loads.
-  Slice sa, sb;
-  if (n_iter > 0) load(sa, table[p_begin]);
-  int next_id = n_iter > 1 ? table[p_begin + 1] : 0;
+  // Page ids are read one slice ahead of their loads.
+  auto step = [&](Slice& st, int i) {
+    const int key0 = (p_begin + i) * kPage + warp * 16;
+    if (key0 < n_keys) compute(st, key0);
+    if (i + NS < n_iter) load(st, next_id);
+    next_id = i + NS + 1 < n_iter ? table[p_begin + i + NS + 1] : 0;
+  };
 #pragma unroll 1
-  for (int it = 0; it < n_iter; it += 2) {
-    if (it + 1 < n_iter) load(sb, next_id);
-    next_id = it + 2 < n_iter ? table[p_begin + it + 2] : 0;
-    const int key0a = (p_begin + it) * kPage + warp * 16;
-    if (key0a < n_keys) compute(sa, key0a);
+  for (int it = 0; it < n_iter; it += NS) {
+    step(s0, it);
     if (it + 1 >= n_iter) break;
-    if (it + 2 < n_iter) load(sa, next_id);
-    next_id = it + 3 < n_iter ? table[p_begin + it + 3] : 0;
-    const int key0b = key0a + kPage;
-    if (key0b < n_keys) compute(sb, key0b);
+    step(s1, it + 1);
+    if constexpr (NS == 3) {
+      if (it + 2 >= n_iter) break;
+      step(s2, it + 2);
+    }
   }
 
   // ---- combine the warps ----
