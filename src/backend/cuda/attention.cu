@@ -1078,17 +1078,21 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
 
 #include "backend/cuda/attention_compressed.cuh"  // decode_comp_kernel (inside this namespace)
 
-// Log-sum-exp merge of the splits: one CTA per output row, grid (n_work, n_kv_heads, M); CTAs
-// whose row is past the tile's end exit. The splits' (m, l) are read once into shared memory;
-// then the threads split both the row's D / 4 float4 columns and the splits (coalesced reads,
-// several loads in flight per thread) and sum their partial rows in shared memory.
-template <int D>
+// Log-sum-exp merge of the splits: one CTA per (output row, CW-column chunk), grid (n_work,
+// n_kv_heads, M * D / CW); CTAs whose row is past the tile's end exit. The splits' (m, l) are
+// read once into shared memory; then the threads split both the chunk's CW / 4 float4 columns
+// and the splits (coalesced reads, several loads in flight per thread) and sum their partial
+// rows in shared memory. CW = 64 needs an output rotation of none or H_64 per group (the
+// compressed formats' V rotation); H_D over the whole row needs CW = D.
+template <int D, int CW>
 __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
+  constexpr int NCH = D / CW;
   __shared__ float w_s[kMaxSplits];
   __shared__ float4 red[kThreads];
-  __shared__ float row[D];
+  __shared__ float row[CW];
   __shared__ float inv_den;
-  const int chunk = p.work[2 * blockIdx.x], gr = p.work[2 * blockIdx.x + 1] + int(blockIdx.z);
+  const int chunk = p.work[2 * blockIdx.x], gr = p.work[2 * blockIdx.x + 1] + int(blockIdx.z) / NCH;
+  const int col0 = (int(blockIdx.z) % NCH) * CW;
   const int kvh = blockIdx.y;
   const int32_t* ci = p.chunks + chunk * kChunkInts;
   const int tok0 = ci[0], n_tok = ci[1];
@@ -1111,12 +1115,11 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
     if (threadIdx.x == 0) inv_den = 1.0f / den;
   }
   __syncthreads();
-  // Thread (split group sg, float4 column c): splits sg, sg + SG, ...; four loads in flight
-  // per thread (the splits of one row are far apart in memory: one 16-byte load each).
-  constexpr int C4 = D / 4, SG = kThreads / C4;
+  // Thread (split group sg, float4 column c): splits sg, sg + SG, ...
+  constexpr int C4 = CW / 4, SG = kThreads / C4;
   const int c = threadIdx.x % C4, sg = threadIdx.x / C4;
-  const size_t stride = size_t(p.n_rows_total) * C4;
-  const float4* src = reinterpret_cast<const float4*>(p.part_o) + grow * C4 + c;
+  const size_t stride = size_t(p.n_rows_total) * (D / 4);
+  const float4* src = reinterpret_cast<const float4*>(p.part_o) + grow * (D / 4) + col0 / 4 + c;
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 4
   for (int s = sg; s < p.n_splits; s += SG) {
@@ -1144,9 +1147,26 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
     row[4 * c + 3] = t.w * inv_den;
   }
   __syncthreads();
-  smem_rotate<D>(row, 1, D, p.o_rot);
-  for (int d = threadIdx.x; d < D; d += kThreads)
-    p.out[size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + d] = f32_to_bf16_bits(row[d]);
+  if (CW == D) {
+    smem_rotate<CW>(row, 1, CW, p.o_rot);
+  } else {
+    smem_rotate<CW>(row, 1, CW, p.o_rot == 2 ? 1 : 0);  // H_64 of this group
+  }
+  for (int d = threadIdx.x; d < CW; d += kThreads)
+    p.out[size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + col0 + d] = f32_to_bf16_bits(row[d]);
+}
+
+// Launches merge_kernel for tiles of `rows` rows: 64-column chunks unless the output rotation
+// spans the whole row.
+template <int D>
+void launch_merge(const KernelParams& kp, int n_work, int rows, cudaStream_t s) {
+  if (kp.o_rot == 1 || D == 64) {
+    merge_kernel<D, D><<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(rows)), kThreads, 0, s>>>(kp);
+  } else {
+    merge_kernel<D, 64>
+        <<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(rows * (D / 64))), kThreads, 0, s>>>(kp);
+  }
+  NINFER_CUDA_LAUNCH_CHECK();
 }
 
 template <int D, int KIND, int MT>
@@ -1162,8 +1182,7 @@ void launch_kernel(const KernelParams& kp, int n_work, cudaStream_t s) {
   paged_attention_kernel<D, KIND, MT><<<grid, kThreads, L::kBytes, s>>>(kp);
   NINFER_CUDA_LAUNCH_CHECK();
   if (kp.n_splits > 1) {
-    merge_kernel<D><<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(L::M)), kThreads, 0, s>>>(kp);
-    NINFER_CUDA_LAUNCH_CHECK();
+    launch_merge<D>(kp, n_work, L::M, s);
   }
 }
 
@@ -1199,9 +1218,7 @@ void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
   }
   NINFER_CUDA_LAUNCH_CHECK();
   if (kp.n_splits > 1) {
-    const unsigned rows = KIND == 2 ? unsigned(kCompRows) : 16u;
-    merge_kernel<D><<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), rows), kThreads, 0, s>>>(kp);
-    NINFER_CUDA_LAUNCH_CHECK();
+    launch_merge<D>(kp, n_work, KIND == 2 ? kCompRows : 16, s);
   }
 }
 

@@ -61,11 +61,11 @@ __device__ __forceinline__ uint32_t e8_fix_nibble7(uint32_t w) {
 // V^T fragment register of byte J of two codes' nibble words x (low half) and y (high half):
 // HI = 0: the low nibbles (value 2J of the block), 1: the high nibbles (2J + 1), as bf16
 // 128 + n (n = the unsigned nibble; int4: n ^ 8 = value + 8). Exact.
+// (HI = 1 is called with the words already shifted right by 4.)
 template <int J, int HI, bool INT4>
 __device__ __forceinline__ uint32_t nib_pair_bf16(uint32_t x, uint32_t y) {
   constexpr uint32_t sel = J | (J << 4) | ((4 + J) << 8) | ((4 + J) << 12);
-  uint32_t r = __byte_perm(x, y, sel);
-  if (HI) r >>= 4;
+  const uint32_t r = __byte_perm(x, y, sel);
   return INT4 ? ((r & 0x000F000Fu) ^ 0x43084308u) : ((r & 0x000F000Fu) | 0x43004300u);
 }
 
@@ -158,47 +158,6 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
   const int p_begin = min(n_pages, split * pps), p_end = min(n_pages, p_begin + pps);
   const int n_iter = p_end - p_begin;
 
-  using Slice = CompSlice<D, FMT>;
-  auto load = [&](Slice& s, int page) {
-    const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * KBLK;
-    const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * VBLK;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int slot = warp * 16 + gq + 8 * h;
-      const uint8_t* row = kb + slot * KCB;
-#pragma unroll
-      for (int grp = 0; grp < NG; ++grp) {
-        if constexpr (FMT == 4) {
-          s.k[h][grp][0] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + 2 * cq) * 2));
-        } else {
-          const uint2 t = __ldg(reinterpret_cast<const uint2*>(row + (8 * grp + 2 * cq) * 4));
-          s.k[h][grp][0] = t.x;
-          s.k[h][grp][1] = t.y;
-        }
-      }
-      load_scales<NG>(kb + kPage * KCB + slot * 2 * NG, s.ks[h]);
-      load_scales<NG>(vb + kPage * VCB + slot * 2 * NG, s.vs[h]);
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int slot = warp * 16 + 2 * cq + (j & 1) + 8 * (j >> 1);
-      const uint8_t* row = vb + slot * VCB;
-#pragma unroll
-      for (int grp = 0; grp < NG; ++grp)
-        s.v[j][grp] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + gq) * 4));
-    }
-  };
-
-  // The first NS slices' codes are requested before the Q prologue, whose latency they hide.
-  // NS register sets: slices it + 1 .. it + NS - 1 are in flight while slice it is computed
-  // (head_dim 256: two sets, registers).
-  constexpr int NS = D <= 128 ? 3 : 2;
-  Slice s0, s1, s2;
-  if (n_iter > 0) load(s0, table[p_begin]);
-  if (n_iter > 1) load(s1, table[p_begin + 1]);
-  if (NS == 3 && n_iter > 2) load(s2, table[p_begin + 2]);
-  int next_id = NS < n_iter ? table[p_begin + NS] : 0;
-
   if constexpr (FMT == 4) {
     for (int i = tid; i < 256; i += kThreads) {
       const uint32_t a = __ldg(p.e8p_abs + i);
@@ -290,6 +249,37 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
   constexpr float v_mul = FMT == 2 ? 1.0f : 0.5f;
   const float sl2 = p.scale_log2;
   const uint32_t* tab = p.e8p_abs;
+
+  using Slice = CompSlice<D, FMT>;
+  auto load = [&](Slice& s, int page) {
+    const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * KBLK;
+    const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * VBLK;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int slot = warp * 16 + gq + 8 * h;
+      const uint8_t* row = kb + slot * KCB;
+#pragma unroll
+      for (int grp = 0; grp < NG; ++grp) {
+        if constexpr (FMT == 4) {
+          s.k[h][grp][0] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + 2 * cq) * 2));
+        } else {
+          const uint2 t = __ldg(reinterpret_cast<const uint2*>(row + (8 * grp + 2 * cq) * 4));
+          s.k[h][grp][0] = t.x;
+          s.k[h][grp][1] = t.y;
+        }
+      }
+      load_scales<NG>(kb + kPage * KCB + slot * 2 * NG, s.ks[h]);
+      load_scales<NG>(vb + kPage * VCB + slot * 2 * NG, s.vs[h]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int slot = warp * 16 + 2 * cq + (j & 1) + 8 * (j >> 1);
+      const uint8_t* row = vb + slot * VCB;
+#pragma unroll
+      for (int grp = 0; grp < NG; ++grp)
+        s.v[j][grp] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + gq) * 4));
+    }
+  };
 
   float o[D / 16][4];
 #pragma unroll
@@ -405,10 +395,18 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
         cor[grp][3] *= al1;
       }
     }
-    auto sp = [](float pv_, float s_) { return pv_ == 0.0f ? 0.0f : pv_ * s_; };  // never 0 * NaN
+    // Slots past the sequence's end hold stale bytes (possibly NaN scales); 0 * NaN must not
+    // reach O, so their V scales become 0 (written slots hold finite scales: the encoders clamp).
+    uint32_t vs0[Slice::NW], vs1[Slice::NW];
+#pragma unroll
+    for (int w = 0; w < Slice::NW; ++w) {
+      vs0[w] = ka < n_keys ? s.vs[0][w] : 0u;
+      vs1[w] = kb < n_keys ? s.vs[1][w] : 0u;
+    }
+    auto sp = [](float pv_, float s_) { return pv_ * s_; };
 #pragma unroll
     for (int grp = 0; grp < NG; ++grp) {
-      const float v0 = scale_of(s.vs[0], grp) * v_mul, v1 = scale_of(s.vs[1], grp) * v_mul;
+      const float v0 = scale_of(vs0, grp) * v_mul, v1 = scale_of(vs1, grp) * v_mul;
       // P^T fragment: rows g; keys 2c, 2c + 1 (b0) and 2c + 8, 2c + 9 (b1).
       const uint32_t b0 = movmatrix_trans(cvt_bf16x2(sp(p0, v0), sp(p1, v0)));
       const uint32_t b1 = movmatrix_trans(cvt_bf16x2(sp(p2, v1), sp(p3, v1)));
@@ -416,9 +414,12 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
       // or n - 8 (int4), so O = VA * sum(P' (128 + n)) + sum(P' c) + VB * sum(P'), with
       // P' = P v_scale v_mul and VA, VB below; the last two sums come from one more MMA
       // whose A rows are c (pairs of keys) and 1.
-      uint32_t x[4];
+      uint32_t x[4], y[4];  // y: x >> 4, the high nibbles
 #pragma unroll
-      for (int j = 0; j < 4; ++j) x[j] = FMT == 2 ? s.v[j][grp] : e8_fix_nibble7(s.v[j][grp]);
+      for (int j = 0; j < 4; ++j) {
+        x[j] = FMT == 2 ? s.v[j][grp] : e8_fix_nibble7(s.v[j][grp]);
+        y[j] = x[j] >> 4;
+      }
       {
         uint32_t a[4];
         a[0] = FMT == 2 ? 0u : bit28_pair(s.v[0][grp], s.v[1][grp], 0x3F803F80u);
@@ -429,44 +430,44 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
       constexpr bool I4 = FMT == 2;
       uint32_t a[4];
       a[0] = nib_pair_bf16<0, 0, I4>(x[0], x[1]);
-      a[1] = nib_pair_bf16<0, 1, I4>(x[0], x[1]);
+      a[1] = nib_pair_bf16<0, 1, I4>(y[0], y[1]);
       a[2] = nib_pair_bf16<0, 0, I4>(x[2], x[3]);
-      a[3] = nib_pair_bf16<0, 1, I4>(x[2], x[3]);
+      a[3] = nib_pair_bf16<0, 1, I4>(y[2], y[3]);
       mma_bf16_16816(o[4 * grp + 0], a, b0, b1);
       a[0] = nib_pair_bf16<1, 0, I4>(x[0], x[1]);
-      a[1] = nib_pair_bf16<1, 1, I4>(x[0], x[1]);
+      a[1] = nib_pair_bf16<1, 1, I4>(y[0], y[1]);
       a[2] = nib_pair_bf16<1, 0, I4>(x[2], x[3]);
-      a[3] = nib_pair_bf16<1, 1, I4>(x[2], x[3]);
+      a[3] = nib_pair_bf16<1, 1, I4>(y[2], y[3]);
       mma_bf16_16816(o[4 * grp + 1], a, b0, b1);
       a[0] = nib_pair_bf16<2, 0, I4>(x[0], x[1]);
-      a[1] = nib_pair_bf16<2, 1, I4>(x[0], x[1]);
+      a[1] = nib_pair_bf16<2, 1, I4>(y[0], y[1]);
       a[2] = nib_pair_bf16<2, 0, I4>(x[2], x[3]);
-      a[3] = nib_pair_bf16<2, 1, I4>(x[2], x[3]);
+      a[3] = nib_pair_bf16<2, 1, I4>(y[2], y[3]);
       mma_bf16_16816(o[4 * grp + 2], a, b0, b1);
       a[0] = nib_pair_bf16<3, 0, I4>(x[0], x[1]);
-      a[1] = nib_pair_bf16<3, 1, I4>(x[0], x[1]);
+      a[1] = nib_pair_bf16<3, 1, I4>(y[0], y[1]);
       a[2] = nib_pair_bf16<3, 0, I4>(x[2], x[3]);
-      a[3] = nib_pair_bf16<3, 1, I4>(x[2], x[3]);
+      a[3] = nib_pair_bf16<3, 1, I4>(y[2], y[3]);
       mma_bf16_16816(o[4 * grp + 3], a, b0, b1);
     }
   };
 
-  // Page ids are read one slice ahead of their loads.
-  auto step = [&](Slice& st, int i) {
-    const int key0 = (p_begin + i) * kPage + warp * 16;
-    if (key0 < n_keys) compute(st, key0);
-    if (i + NS < n_iter) load(st, next_id);
-    next_id = i + NS + 1 < n_iter ? table[p_begin + i + NS + 1] : 0;
-  };
+  // Two register sets: slice it + 1 loads while slice it is computed; page ids one slice ahead
+  // of their loads.
+  Slice sa, sb;
+  if (n_iter > 0) load(sa, table[p_begin]);
+  int next_id = n_iter > 1 ? table[p_begin + 1] : 0;
 #pragma unroll 1
-  for (int it = 0; it < n_iter; it += NS) {
-    step(s0, it);
+  for (int it = 0; it < n_iter; it += 2) {
+    if (it + 1 < n_iter) load(sb, next_id);
+    next_id = it + 2 < n_iter ? table[p_begin + it + 2] : 0;
+    const int key0a = (p_begin + it) * kPage + warp * 16;
+    if (key0a < n_keys) compute(sa, key0a);
     if (it + 1 >= n_iter) break;
-    step(s1, it + 1);
-    if constexpr (NS == 3) {
-      if (it + 2 >= n_iter) break;
-      step(s2, it + 2);
-    }
+    if (it + 2 < n_iter) load(sa, next_id);
+    next_id = it + 3 < n_iter ? table[p_begin + it + 3] : 0;
+    const int key0b = key0a + kPage;
+    if (key0b < n_keys) compute(sb, key0b);
   }
 
   // ---- combine the warps ----
