@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -1078,6 +1079,15 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
 
 #include "backend/cuda/attention_compressed.cuh"  // decode_comp_kernel (inside this namespace)
 
+// Which loop decode_comp_kernel runs (PIPE): NINFER_CUDA_COMP_PIPE=0, 1 or 2, default 1.
+int comp_pipe() {
+  static const int v = [] {
+    const char* e = std::getenv("NINFER_CUDA_COMP_PIPE");
+    return e && (e[0] == '0' || e[0] == '2') ? e[0] - '0' : 1;
+  }();
+  return v;
+}
+
 // Log-sum-exp merge of the splits: one CTA per (output row, CW-column chunk), grid (n_work,
 // n_kv_heads, M * D / CW); CTAs whose row is past the tile's end exit. The splits' (m, l) are
 // read once into shared memory; then the threads split both the chunk's CW / 4 float4 columns
@@ -1208,12 +1218,19 @@ void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
     decode_int8_kernel<D, false><<<grid, kThreads, L::kBytes, s>>>(kp);
   } else {
     // The compressed kinds: straight from the codes (attention_compressed.cuh), 8-row tiles.
-    if (kp.fmt == int(CacheKind::Int4)) {
-      decode_comp_kernel<D, 2><<<grid, kThreads, 0, s>>>(kp);
-    } else if (kp.fmt == int(CacheKind::Rk4)) {
-      decode_comp_kernel<D, 3><<<grid, kThreads, 0, s>>>(kp);
+    const int pipe = comp_pipe();
+    if (pipe == 2) {
+      if (kp.fmt == int(CacheKind::Int4)) decode_comp_kernel<D, 2, 2><<<grid, kThreads, 0, s>>>(kp);
+      else if (kp.fmt == int(CacheKind::Rk4)) decode_comp_kernel<D, 3, 2><<<grid, kThreads, 0, s>>>(kp);
+      else decode_comp_kernel<D, 4, 2><<<grid, kThreads, 0, s>>>(kp);
+    } else if (pipe == 1) {
+      if (kp.fmt == int(CacheKind::Int4)) decode_comp_kernel<D, 2, 1><<<grid, kThreads, 0, s>>>(kp);
+      else if (kp.fmt == int(CacheKind::Rk4)) decode_comp_kernel<D, 3, 1><<<grid, kThreads, 0, s>>>(kp);
+      else decode_comp_kernel<D, 4, 1><<<grid, kThreads, 0, s>>>(kp);
     } else {
-      decode_comp_kernel<D, 4><<<grid, kThreads, 0, s>>>(kp);
+      if (kp.fmt == int(CacheKind::Int4)) decode_comp_kernel<D, 2, 0><<<grid, kThreads, 0, s>>>(kp);
+      else if (kp.fmt == int(CacheKind::Rk4)) decode_comp_kernel<D, 3, 0><<<grid, kThreads, 0, s>>>(kp);
+      else decode_comp_kernel<D, 4, 0><<<grid, kThreads, 0, s>>>(kp);
     }
   }
   NINFER_CUDA_LAUNCH_CHECK();
@@ -1268,12 +1285,12 @@ int occupancy_decode(CacheKind kind) {
                                            L::kBytes));
     NINFER_CUDA_CHECK(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_int8_kernel<D, false>, kThreads, L::kBytes));
-  } else if (kind == CacheKind::Int4) {
-    NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_comp_kernel<D, 2>, kThreads, 0));
-  } else if (kind == CacheKind::Rk4) {
-    NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_comp_kernel<D, 3>, kThreads, 0));
   } else {
-    NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_comp_kernel<D, 4>, kThreads, 0));
+    const int f = int(kind), pipe = comp_pipe();
+    auto occ = [&](auto fn) { NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kThreads, 0)); };
+    if (pipe == 2) f == 2 ? occ(decode_comp_kernel<D, 2, 2>) : f == 3 ? occ(decode_comp_kernel<D, 3, 2>) : occ(decode_comp_kernel<D, 4, 2>);
+    else if (pipe == 1) f == 2 ? occ(decode_comp_kernel<D, 2, 1>) : f == 3 ? occ(decode_comp_kernel<D, 3, 1>) : occ(decode_comp_kernel<D, 4, 1>);
+    else f == 2 ? occ(decode_comp_kernel<D, 2, 0>) : f == 3 ? occ(decode_comp_kernel<D, 3, 0>) : occ(decode_comp_kernel<D, 4, 0>);
   }
   return n;
 }

@@ -126,8 +126,12 @@ __device__ __forceinline__ float scale_of(const uint32_t* w, int grp) {
   return __half2float(__ushort_as_half(uint16_t(w[grp / 2] >> (16 * (grp % 2)))));
 }
 
-template <int D, int FMT>
-__global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel(KernelParams p) {
+// PIPE 1: the software pipeline below; 0: two register sets, one slice per step (load the
+// next slice, then compute the current one). Chosen at run time (NINFER_CUDA_COMP_PIPE,
+// attention.cu) while both are measured.
+// PIPE 2: the pipeline with 2 CTAs per SM at head_dim <= 128 (more registers, no spills).
+template <int D, int FMT, int PIPE>
+__global__ void __launch_bounds__(kThreads, D <= 128 && PIPE != 2 ? 3 : 2) decode_comp_kernel(KernelParams p) {
   constexpr int NG = D / 64, R8 = kCompRows;
   constexpr int KCB = FMT == 4 ? D / 4 : D / 2, VCB = D / 2;  // code bytes per row
   constexpr size_t KBLK = size_t(kPage) * (KCB + 2 * NG), VBLK = size_t(kPage) * (VCB + 2 * NG);
@@ -251,9 +255,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
   const uint32_t* tab = p.e8p_abs;
 
   using Slice = CompSlice<D, FMT>;
-  auto load = [&](Slice& s, int page) {
+  auto loadK = [&](Slice& s, int page) {
     const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * KBLK;
-    const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * VBLK;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int slot = warp * 16 + gq + 8 * h;
@@ -269,8 +272,12 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
         }
       }
       load_scales<NG>(kb + kPage * KCB + slot * 2 * NG, s.ks[h]);
-      load_scales<NG>(vb + kPage * VCB + slot * 2 * NG, s.vs[h]);
     }
+  };
+  auto loadV = [&](Slice& s, int page) {
+    const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * VBLK;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) load_scales<NG>(vb + kPage * VCB + (warp * 16 + gq + 8 * h) * 2 * NG, s.vs[h]);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int slot = warp * 16 + 2 * cq + (j & 1) + 8 * (j >> 1);
@@ -291,9 +298,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
   for (int grp = 0; grp < NG; ++grp) cor[grp][0] = cor[grp][1] = cor[grp][2] = cor[grp][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows 2c, 2c + 1 (l: this lane's keys)
 
-  auto compute = [&](const Slice& s, int key0) {
-    // S^T (keys g, g + 8) x (rows 2c, 2c + 1)
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // S^T (keys g, g + 8) x (rows 2c, 2c + 1) of the slice whose K part is in s, unmasked.
+  auto scores = [&](const Slice& s, float acc[4]) {
+    acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
 #pragma unroll
     for (int grp = 0; grp < NG; ++grp) {
       float kv[4];
@@ -357,6 +364,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
       acc[2] += kv[2] * (qs0[grp] * k1);
       acc[3] += kv[3] * (qs1[grp] * k1);
     }
+  };
+  // Mask, online softmax and O += P V for the slice starting at key key0 (V part in s).
+  auto softmax_pv = [&](const Slice& s, int key0, const float acc[4]) {
     const int ka = key0 + gq, kb = ka + 8;
     const float s0 = ka <= lim0 ? acc[0] * sl2 : -INFINITY;
     const float s1 = ka <= lim1 ? acc[1] * sl2 : -INFINITY;
@@ -452,22 +462,73 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_comp_kernel
     }
   };
 
-  // Two register sets: slice it + 1 loads while slice it is computed; page ids one slice ahead
-  // of their loads.
-  Slice sa, sb;
-  if (n_iter > 0) load(sa, table[p_begin]);
-  int next_id = n_iter > 1 ? table[p_begin + 1] : 0;
+  // Software pipeline over the warp's slices, two register sets per side: while step i computes
+  // the scores of slice i + 1 and the softmax and P V of slice i (independent work in one
+  // block), K of slice i + 2 and V of slice i + 1 are in flight; at its end it requests K of
+  // slice i + 3 and V of slice i + 2 into the sets it has just freed. Page ids are read one
+  // step before their loads. Slices past the split's end (at most two per warp) run on a valid
+  // page with every key masked.
+  if (PIPE == 0) {
+    Slice sa, sb;
+    auto load = [&](Slice& st, int page) {
+      loadK(st, page);
+      loadV(st, page);
+    };
+    auto compute = [&](const Slice& st, int key0) {
+      float acc[4];
+      scores(st, acc);
+      softmax_pv(st, key0, acc);
+    };
+    if (n_iter > 0) load(sa, table[p_begin]);
+    int next_id = n_iter > 1 ? table[p_begin + 1] : 0;
 #pragma unroll 1
-  for (int it = 0; it < n_iter; it += 2) {
-    if (it + 1 < n_iter) load(sb, next_id);
-    next_id = it + 2 < n_iter ? table[p_begin + it + 2] : 0;
-    const int key0a = (p_begin + it) * kPage + warp * 16;
-    if (key0a < n_keys) compute(sa, key0a);
-    if (it + 1 >= n_iter) break;
-    if (it + 2 < n_iter) load(sa, next_id);
-    next_id = it + 3 < n_iter ? table[p_begin + it + 3] : 0;
-    const int key0b = key0a + kPage;
-    if (key0b < n_keys) compute(sb, key0b);
+    for (int it = 0; it < n_iter; it += 2) {
+      if (it + 1 < n_iter) load(sb, next_id);
+      next_id = it + 2 < n_iter ? table[p_begin + it + 2] : 0;
+      const int key0a = (p_begin + it) * kPage + warp * 16;
+      if (key0a < n_keys) compute(sa, key0a);
+      if (it + 1 >= n_iter) break;
+      if (it + 2 < n_iter) load(sa, next_id);
+      next_id = it + 3 < n_iter ? table[p_begin + it + 3] : 0;
+      const int key0b = key0a + kPage;
+      if (key0b < n_keys) compute(sb, key0b);
+    }
+  } else if (n_iter > 0) {
+    auto pid = [&](int i) { return table[p_begin + min(i, n_iter - 1)]; };
+    auto key0_of = [&](int i) {
+      const int k = (p_begin + i) * kPage + warp * 16;
+      return i < n_iter && k < n_keys ? k : (1 << 29);
+    };
+    Slice KA, KB, VA, VB;
+    {
+      const int pg0 = pid(0), pg1 = pid(1);
+      loadK(KA, pg0);
+      loadV(VA, pg0);
+      loadK(KB, pg1);
+      loadV(VB, pg1);
+    }
+    float sc[4], sn[4];
+    scores(KA, sc);
+    int pgv = pid(2);
+    loadK(KA, pgv);
+    int pgk = pid(3);
+#pragma unroll 1
+    for (int i = 0; i < n_iter; i += 2) {
+      // K(i + 1) in KB, K(i + 2) in KA; V(i) in VA, V(i + 1) in VB
+      scores(KB, sn);
+      softmax_pv(VA, key0_of(i), sc);
+      loadK(KB, pgk);
+      loadV(VA, pgv);
+      pgv = pgk;
+      pgk = pid(i + 4);
+      // K(i + 2) in KA, K(i + 3) in KB; V(i + 1) in VB, V(i + 2) in VA
+      scores(KA, sc);
+      softmax_pv(VB, key0_of(i + 1), sn);
+      loadK(KA, pgk);
+      loadV(VB, pgv);
+      pgv = pgk;
+      pgk = pid(i + 5);
+    }
   }
 
   // ---- combine the warps ----
