@@ -6,10 +6,10 @@
 //
 // Tolerance (derived): the kernel rounds Q to bf16 (relative 2^-9), P to bf16 (2^-9), and
 // int8 and compressed values to bf16 after dequantisation (2^-9; the compressed prefill
-// kernel is otherwise the bf16 one); it accumulates in fp32. The int8 decode
-// kernel (also the decode kernel of the compressed caches, whose codes expand exactly to
-// small integers) instead quantises Q to int8 per (row, 64-group) (step amax/127: at most 1/254 of the
-// group's largest |q| per element, independent errors) for an exact int8 dot product with K. With |v| <= 1 an
+// kernel is otherwise the bf16 one); it accumulates in fp32. The int8 decode kernel (and the
+// compressed caches' decode kernel, with the same numerics: their codes are exact small
+// integers, offsets added back exactly) instead quantises Q to int8 per (row, 64-group) (step
+// amax/127: at most 1/254 of the group's largest |q| per element, independent errors) for an exact int8 dot product with K. With |v| <= 1 an
 // output element moves by at most ~2^-8 from the P and V roundings; the Q rounding moves a
 // score by sum_i |q_i k_i| 2^-9 / sqrt(D) in the worst case but by ~sqrt(D) |q||k| 2^-9 /
 // sqrt(3 D) for independent rounding errors (< 0.01 for the scales used here), which moves

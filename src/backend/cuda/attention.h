@@ -24,14 +24,16 @@
 //    bf16 tensor cores, the V nibbles turned into exact bf16 by the exponent trick. Offsets
 //    of the raw nibbles (E8's coset bit and +-1/2 shifts, int4's sign, E8P's +-1/4 shift)
 //    are added back exactly by small extra MMAs against per-block Q sums (K) or P sums (V).
-//    Numerics equal the int8 kernel's. Up to 128 KV splits (batch 1 with 2 kv heads).
+//    Numerics equal the int8 kernel's. Up to 128 KV splits (batch 1 with 2 kv heads). The
+//    loop over slices is software-pipelined (NINFER_CUDA_COMP_PIPE, attention.cu).
 //  - prefill tiles (64 rows, 32 at head_dim 256): the CTA walks pages with a shared cp.async
 //    ring (int8 and compressed codes expanded to bf16 in shared memory), S and P through
 //    shared memory.
 // With one split a CTA normalises, applies the format's V rotation back and writes bf16; with
 // several, each split writes its unnormalised O, running max and sum (fp32), and a merge
-// kernel combines them by log-sum-exp. Splits are chosen so the CTAs fill one wave of the
-// GPU's resident slots (occupancy queried per kernel).
+// kernel combines them by log-sum-exp (one CTA per row and 64-column chunk, or per row when
+// the V rotation spans it). Splits are chosen so the CTAs fill one wave of the GPU's resident
+// slots (occupancy queried per kernel).
 //
 // Error budget (what tests/cuda/test_attention.cpp checks against an fp64 reference on the
 // decoded cache): Q and P are rounded to bf16 (relative error <= 2^-9 each), or Q quantised to

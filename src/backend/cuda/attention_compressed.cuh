@@ -9,21 +9,31 @@
 //  - S^T = K Q^T on int8 tensor cores (mma m16n8k32: m = 16 keys, n = 8 query rows, k = 32
 //    head dims). The A operand is K: lane (g = lane / 4, c = lane % 4) holds keys g and g + 8
 //    and, for k-step ks of 64-group grp (ks = 2 grp + kk), the 8 values of code block
-//    b = 8 grp + 2 c + kk, i.e. exactly one code per key, expanded to int8 in registers
-//    (values 0..3 -> k 4c..4c+3, 4..7 -> k 16+4c..). Q's B fragment (per lane: row g, the same
-//    8 dims) is that block's 8 bytes of the int8 Q row, loaded once per CTA: the permutation of
-//    the head dims costs nothing. Group sums are scaled by q_scale * k_scale (as the int8 kernel).
+//    b = 8 grp + 2 c + kk, i.e. exactly one code per key, decoded in registers. Q's B fragment
+//    (per lane: row g, the same 8 dims, in the order the decoder leaves the values: 0..3 | 4..7,
+//    or even | odd for the nibble formats) comes from that block's 8 bytes of the int8 Q row,
+//    once per CTA: the permutation of the head dims costs nothing. Per format:
+//      int4: the nibbles masked into the high half of each byte (16 v, exact int8);
+//      rk4v4-e8: the raw nibbles n = z + 8 as unsigned bytes (u8 x s8 MMA; nibble 7 gets its
+//        parity bit back); 2y = 2n + c - 16 is restored exactly by starting the int32
+//        accumulators at -8 sum(q) per group and adding sum_blocks c Qbs (the coset bits of the
+//        lane's blocks times the rows' int8 Q sums per block) from an fp16 m16n8k8 MMA;
+//      rk2v4-e8: magnitudes 2|a| and sign masks from two 256-entry shared tables (the 8th sign
+//        from the parity, as the CPU decoder); the +-1 shift t of each block is again an fp16
+//        MMA against the Q block sums.
+//    Group sums are scaled by q_scale * k_scale (as the int8 kernel).
 //  - Online softmax on S^T's accumulators: lane holds keys g, g + 8 of rows 2c, 2c + 1; the
-//    row max is a 3-step shuffle over g.
+//    row max is a 3-step shuffle over g; O is rescaled only when a row max moved.
 //  - O^T += V^T P^T on bf16 tensor cores (m16n8k16: m = 16 head dims, n = 8 rows, k = 16 keys).
 //    P^T's B fragment is P (times the V scale of its key and group, as the int8 kernel folds
 //    it) transposed by movmatrix. V^T's A fragment: lane (g, c) takes, per group grp, code block
 //    8 grp + g of keys 2c, 2c + 1, 2c + 8, 2c + 9 (one code each); value e of the block is head
-//    dim 64 grp + 8 g + e and sits in m-tile 4 grp + e % 4, row g + 8 (e / 4). Two keys' int8
-//    values are paired per register with one byte permute and turned into exact bf16 by the
-//    exponent trick (0x4340 | (v + 64) is 192 + v, then one bf16x2 subtract).
+//    dim 64 grp + 8 g + e and sits in m-tile 4 grp + e / 2, row g + 8 (e % 2). Two keys' nibbles
+//    are paired per register by one byte permute and become exact bf16 128 + n by the exponent
+//    trick; O = 2 sum P'(128 + n) + sum P' c - 272 sum P' (E8; int4: sum P'(136 + v) - 136
+//    sum P'), the last two sums from one more MMA per group whose A rows are c and 1.
 //  - Codes and scales of the next slice are loaded (plain 4- and 8-byte global loads) while the
-//    current one is computed; page ids two slices ahead.
+//    current one is computed (PIPE: the loop variants, below).
 // The four warps combine (max, sum, O) at the end; write_tile normalises and rotates back, or
 // writes the split's partials for merge_kernel.
 // Numerics equal the int8 kernel's: Q quantised per (row, 64-group), exact int32 group sums,
