@@ -6,10 +6,10 @@
 //
 // Tolerance (derived): the kernel rounds Q to bf16 (relative 2^-9), P to bf16 (2^-9), and
 // int8 and compressed values to bf16 after dequantisation (2^-9; the compressed prefill
-// kernel is otherwise the bf16 one); it accumulates in fp32. The int8 decode
-// kernel (also the decode kernel of the compressed caches, whose codes expand exactly to
-// small integers) instead quantises Q to int8 per (row, 64-group) (step amax/127: at most 1/254 of the
-// group's largest |q| per element, independent errors) for an exact int8 dot product with K. With |v| <= 1 an
+// kernel is otherwise the bf16 one); it accumulates in fp32. The int8 decode kernel (and the
+// compressed caches' decode kernel, with the same numerics: their codes are exact small
+// integers, offsets added back exactly) instead quantises Q to int8 per (row, 64-group) (step
+// amax/127: at most 1/254 of the group's largest |q| per element, independent errors) for an exact int8 dot product with K. With |v| <= 1 an
 // output element moves by at most ~2^-8 from the P and V roundings; the Q rounding moves a
 // score by sum_i |q_i k_i| 2^-9 / sqrt(D) in the worst case but by ~sqrt(D) |q||k| 2^-9 /
 // sqrt(3 D) for independent rounding errors (< 0.01 for the scales used here), which moves
@@ -255,7 +255,14 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{"k8v4_d128_g4_mixed", "k8v4", 128, 8, 2, kMixed, 0, 3.0f},
         AttnCase{"k8v4_d64_g1_long_split3", "k8v4", 64, 4, 4, kLong, 3, 3.0f},
         AttnCase{"k8v4_d256_g8_mixed", "k8v4", 256, 16, 2, kMixed, 0, 3.0f},
-        AttnCase{"k8v4_d128_g4_long_auto", "k8v4", 128, 32, 8, kLong, 0, 3.0f}),
+        AttnCase{"k8v4_d128_g4_long_auto", "k8v4", 128, 32, 8, kLong, 0, 3.0f},
+        // The register-decode kernel's other paths: int4 at 256, E8 K at 256 with splits, more
+        // splits (100) than pages in some sequences (empty splits in the merge).
+        AttnCase{"int4_d256_g8_mixed", "int4", 256, 16, 2, kMixed, 0, 3.0f},
+        AttnCase{"rk4v4_e8_d256_g4_long_split5", "rk4v4-e8", 256, 8, 2, kLong, 5, 3.0f},
+        AttnCase{"rk2v4_e8_d128_g4_long_split100", "rk2v4-e8", 128, 8, 2, kLong, 100, 3.0f},
+        // The minifloat kernel through the shared merge with more than 64 splits.
+        AttnCase{"fp8_d128_g4_long_split100", "fp8", 128, 8, 2, kLong, 100, 3.0f}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Batch invariance of the kernel: a sequence's output does not depend on what else is in

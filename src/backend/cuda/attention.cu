@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -37,6 +38,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 // Chunk record in device memory: tok0, n_tokens, start_pos, table offset, n_blocks.
 constexpr int kChunkInts = 5;
+// Most KV splits of one launch (merge_kernel's weights live in shared memory).
+constexpr int kMaxSplits = 128;
 
 // Swizzle of a bf16 [rows][D] tile (see the top of this file).
 __device__ __forceinline__ int swz(int r, int c) { return c ^ (r & 7); }
@@ -1090,15 +1093,32 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
   write_tile<D>(p, Ow, D, mfin_s, lfin_s, row_end - row0, row0, tok0, kvh, split);
 }
 
-// Log-sum-exp merge of the splits: one CTA per output row, grid (n_work, n_kv_heads, M); CTAs
-// whose row is past the tile's end exit. The splits' (m, l) are read once into shared memory,
-// then every thread combines D / kThreads output dims over all splits (coalesced reads).
-template <int D>
+#include "backend/cuda/attention_compressed.cuh"  // decode_comp_kernel (inside this namespace)
+
+// Which loop decode_comp_kernel runs (PIPE): NINFER_CUDA_COMP_PIPE=0, 1 or 2, default 1.
+int comp_pipe() {
+  static const int v = [] {
+    const char* e = std::getenv("NINFER_CUDA_COMP_PIPE");
+    return e && (e[0] == '0' || e[0] == '2') ? e[0] - '0' : 1;
+  }();
+  return v;
+}
+
+// Log-sum-exp merge of the splits: one CTA per (output row, CW-column chunk), grid (n_work,
+// n_kv_heads, M * D / CW); CTAs whose row is past the tile's end exit. The splits' (m, l) are
+// read once into shared memory; then the threads split both the chunk's CW / 4 float4 columns
+// and the splits (coalesced reads, several loads in flight per thread) and sum their partial
+// rows in shared memory. CW = 64 needs an output rotation of none or H_64 per group (the
+// compressed formats' V rotation); H_D over the whole row needs CW = D.
+template <int D, int CW>
 __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
-  __shared__ float w_s[64];
-  __shared__ float row[D];
+  constexpr int NCH = D / CW;
+  __shared__ float w_s[kMaxSplits];
+  __shared__ float4 red[kThreads];
+  __shared__ float row[CW];
   __shared__ float inv_den;
-  const int chunk = p.work[2 * blockIdx.x], gr = p.work[2 * blockIdx.x + 1] + int(blockIdx.z);
+  const int chunk = p.work[2 * blockIdx.x], gr = p.work[2 * blockIdx.x + 1] + int(blockIdx.z) / NCH;
+  const int col0 = (int(blockIdx.z) % NCH) * CW;
   const int kvh = blockIdx.y;
   const int32_t* ci = p.chunks + chunk * kChunkInts;
   const int tok0 = ci[0], n_tok = ci[1];
@@ -1121,15 +1141,58 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
     if (threadIdx.x == 0) inv_den = 1.0f / den;
   }
   __syncthreads();
-  for (int d = threadIdx.x; d < D; d += kThreads) {
-    float num = 0.0f;
-    for (int s = 0; s < p.n_splits; ++s) num += w_s[s] * p.part_o[(size_t(s) * p.n_rows_total + grow) * D + d];
-    row[d] = num * inv_den;
+  // Thread (split group sg, float4 column c): splits sg, sg + SG, ...
+  constexpr int C4 = CW / 4, SG = kThreads / C4;
+  const int c = threadIdx.x % C4, sg = threadIdx.x / C4;
+  const size_t stride = size_t(p.n_rows_total) * (D / 4);
+  const float4* src = reinterpret_cast<const float4*>(p.part_o) + grow * (D / 4) + col0 / 4 + c;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+  for (int s = sg; s < p.n_splits; s += SG) {
+    const float w = w_s[s];
+    const float4 v = src[size_t(s) * stride];
+    acc.x += w * v.x;
+    acc.y += w * v.y;
+    acc.z += w * v.z;
+    acc.w += w * v.w;
+  }
+  red[sg * C4 + c] = acc;
+  __syncthreads();
+  if (sg == 0) {
+    float4 t = red[c];
+    for (int k = 1; k < SG; ++k) {
+      const float4 u = red[k * C4 + c];
+      t.x += u.x;
+      t.y += u.y;
+      t.z += u.z;
+      t.w += u.w;
+    }
+    row[4 * c] = t.x * inv_den;
+    row[4 * c + 1] = t.y * inv_den;
+    row[4 * c + 2] = t.z * inv_den;
+    row[4 * c + 3] = t.w * inv_den;
   }
   __syncthreads();
-  smem_rotate<D>(row, 1, D, p.o_rot);
-  for (int d = threadIdx.x; d < D; d += kThreads)
-    p.out[size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + d] = f32_to_bf16_bits(row[d]);
+  if (CW == D) {
+    smem_rotate<CW>(row, 1, CW, p.o_rot);
+  } else {
+    smem_rotate<CW>(row, 1, CW, p.o_rot == 2 ? 1 : 0);  // H_64 of this group
+  }
+  for (int d = threadIdx.x; d < CW; d += kThreads)
+    p.out[size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + col0 + d] = f32_to_bf16_bits(row[d]);
+}
+
+// Launches merge_kernel for tiles of `rows` rows: 64-column chunks unless the output rotation
+// spans the whole row.
+template <int D>
+void launch_merge(const KernelParams& kp, int n_work, int rows, cudaStream_t s) {
+  if (kp.o_rot == 1 || D == 64) {
+    merge_kernel<D, D><<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(rows)), kThreads, 0, s>>>(kp);
+  } else {
+    merge_kernel<D, 64>
+        <<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(rows * (D / 64))), kThreads, 0, s>>>(kp);
+  }
+  NINFER_CUDA_LAUNCH_CHECK();
 }
 
 template <int D, int KIND, int MT>
@@ -1145,8 +1208,7 @@ void launch_kernel(const KernelParams& kp, int n_work, cudaStream_t s) {
   paged_attention_kernel<D, KIND, MT><<<grid, kThreads, L::kBytes, s>>>(kp);
   NINFER_CUDA_LAUNCH_CHECK();
   if (kp.n_splits > 1) {
-    merge_kernel<D><<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(L::M)), kThreads, 0, s>>>(kp);
-    NINFER_CUDA_LAUNCH_CHECK();
+    launch_merge<D>(kp, n_work, L::M, s);
   }
 }
 
@@ -1162,21 +1224,34 @@ void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
       configured = true;
     }
     decode_attention_kernel<D, 0><<<grid, kThreads, L::kBytes, s>>>(kp);
-  } else {
-    // int8 and the compressed kinds (expanded to int8 in shared memory): decode_int8_kernel.
-    constexpr bool kComp = KIND == 2;
-    using L = DecodeInt8Layout<D, kComp>;
+  } else if constexpr (KIND == 1) {
+    using L = DecodeInt8Layout<D, false>;
     if (!configured) {
-      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D, kComp>,
+      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D, false>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
       configured = true;
     }
-    decode_int8_kernel<D, kComp><<<grid, kThreads, L::kBytes, s>>>(kp);
+    decode_int8_kernel<D, false><<<grid, kThreads, L::kBytes, s>>>(kp);
+  } else {
+    // The compressed kinds: straight from the codes (attention_compressed.cuh), 8-row tiles.
+    const int pipe = comp_pipe();
+    if (pipe == 2) {
+      if (kp.fmt == int(CacheKind::Int4)) decode_comp_kernel<D, 2, 2><<<grid, kThreads, 0, s>>>(kp);
+      else if (kp.fmt == int(CacheKind::Rk4)) decode_comp_kernel<D, 3, 2><<<grid, kThreads, 0, s>>>(kp);
+      else decode_comp_kernel<D, 4, 2><<<grid, kThreads, 0, s>>>(kp);
+    } else if (pipe == 1) {
+      if (kp.fmt == int(CacheKind::Int4)) decode_comp_kernel<D, 2, 1><<<grid, kThreads, 0, s>>>(kp);
+      else if (kp.fmt == int(CacheKind::Rk4)) decode_comp_kernel<D, 3, 1><<<grid, kThreads, 0, s>>>(kp);
+      else decode_comp_kernel<D, 4, 1><<<grid, kThreads, 0, s>>>(kp);
+    } else {
+      if (kp.fmt == int(CacheKind::Int4)) decode_comp_kernel<D, 2, 0><<<grid, kThreads, 0, s>>>(kp);
+      else if (kp.fmt == int(CacheKind::Rk4)) decode_comp_kernel<D, 3, 0><<<grid, kThreads, 0, s>>>(kp);
+      else decode_comp_kernel<D, 4, 0><<<grid, kThreads, 0, s>>>(kp);
+    }
   }
   NINFER_CUDA_LAUNCH_CHECK();
   if (kp.n_splits > 1) {
-    merge_kernel<D><<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), 16u), kThreads, 0, s>>>(kp);
-    NINFER_CUDA_LAUNCH_CHECK();
+    launch_merge<D>(kp, n_work, KIND == 2 ? kCompRows : 16, s);
   }
 }
 
@@ -1215,7 +1290,7 @@ int occupancy_of() {
 }
 
 template <int D, int KIND>
-int occupancy_decode() {
+int occupancy_decode(CacheKind kind) {
   int n = 0;
   if constexpr (KIND == 0) {
     using L = DecodeLayout<D, 0>;
@@ -1223,13 +1298,18 @@ int occupancy_decode() {
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
     NINFER_CUDA_CHECK(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<D, 0>, kThreads, L::kBytes));
-  } else {
-    constexpr bool kComp = KIND == 2;
-    using L = DecodeInt8Layout<D, kComp>;
-    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D, kComp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  } else if constexpr (KIND == 1) {
+    using L = DecodeInt8Layout<D, false>;
+    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            L::kBytes));
     NINFER_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_int8_kernel<D, kComp>, kThreads, L::kBytes));
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_int8_kernel<D, false>, kThreads, L::kBytes));
+  } else {
+    const int f = int(kind), pipe = comp_pipe();
+    auto occ = [&](auto fn) { NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kThreads, 0)); };
+    if (pipe == 2) f == 2 ? occ(decode_comp_kernel<D, 2, 2>) : f == 3 ? occ(decode_comp_kernel<D, 3, 2>) : occ(decode_comp_kernel<D, 4, 2>);
+    else if (pipe == 1) f == 2 ? occ(decode_comp_kernel<D, 2, 1>) : f == 3 ? occ(decode_comp_kernel<D, 3, 1>) : occ(decode_comp_kernel<D, 4, 1>);
+    else f == 2 ? occ(decode_comp_kernel<D, 2, 0>) : f == 3 ? occ(decode_comp_kernel<D, 3, 0>) : occ(decode_comp_kernel<D, 4, 0>);
   }
   return n;
 }
@@ -1237,15 +1317,15 @@ int occupancy_decode() {
 template <int D>
 int occupancy_d(CacheKind kind, int cls) {
   constexpr int MTp = D == 256 ? 2 : 4;
-  if (kind == CacheKind::Bf16) return cls == 0 ? occupancy_decode<D, 0>() : occupancy_of<D, 0, MTp>();
-  if (kind == CacheKind::Int8) return cls == 0 ? occupancy_decode<D, 1>() : occupancy_of<D, 1, MTp>();
+  if (kind == CacheKind::Bf16) return cls == 0 ? occupancy_decode<D, 0>(kind) : occupancy_of<D, 0, MTp>();
+  if (kind == CacheKind::Int8) return cls == 0 ? occupancy_decode<D, 1>(kind) : occupancy_of<D, 1, MTp>();
   if (cache_lowbit(kind)) {
     if (cls == 1) return occupancy_of<D, 3, MTp>();
     int n = 0;
     launch_decode_lowbit<D>(kind, KernelParams{}, 0, nullptr, true, &n);
     return n;
   }
-  return cls == 0 ? occupancy_decode<D, 2>() : occupancy_of<D, 2, MTp>();
+  return cls == 0 ? occupancy_decode<D, 2>(kind) : occupancy_of<D, 2, MTp>();
 }
 
 int mt_for(int cls, int head_dim) { return cls == 0 ? 1 : (head_dim == 256 ? 2 : 4); }
@@ -1262,6 +1342,8 @@ PagedAttention::PagedAttention(const AttnShape& shape) : shape_(shape) {
   NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, dev));
   cls_[0].mt = 1;
   cls_[1].mt = mt_for(1, shape.head_dim);
+  cls_[0].rows = cache_compressed(shape.kind) ? kCompRows : 16;
+  cls_[1].rows = 16 * cls_[1].mt;
   if (shape.kind == CacheKind::Rk2) e8p_abs_ = e8p_device_tables().abs;
   for (int c = 0; c < 2; ++c) {
     const int d = shape.head_dim;
@@ -1304,7 +1386,7 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     toff += size_t(q.n_blocks);
     const int rows = q.n_tokens * g;
     const int cls = rows <= 16 ? 0 : 1;
-    const int M = 16 * cls_[cls].mt;
+    const int M = cls_[cls].rows;
     for (int r0 = 0; r0 < rows; r0 += M) {
       cls_[cls].work.push_back(i);
       cls_[cls].work.push_back(r0);
@@ -1320,8 +1402,9 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
   // Splits: when the (tile, kv head) CTAs do not fill the GPU's resident slots, split the KV
   // range so that they fill one wave (rounded down: a second, partly filled wave would cost a
   // whole page walk), keeping at least 4 pages per split (shorter splits cost more in
-  // prologue and merge than they gain) and at most 64; prefill-class partials are bounded to
-  // 256 MiB.
+  // prologue and merge than they gain) and at most 64 (the compressed kinds' decode kernel:
+  // 128; its CTAs are cheap to start and batch 1 with 2 kv heads needs them); prefill-class
+  // partials are bounded to 256 MiB.
   size_t part_need = 0;
   for (int c = 0; c < 2; ++c) {
     Class& k = cls_[c];
@@ -1333,10 +1416,10 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     const int ctas = k.n_work * shape_.n_kv_heads;
     int splits = std::max(1, k.slots / ctas);
     splits = std::min(splits, std::max(1, max_pages[c] / 4));
-    splits = std::min(splits, 64);
+    splits = std::min(splits, c == 0 && cache_compressed(shape_.kind) ? kMaxSplits : 64);
     const size_t row_bytes = size_t(n_rows_total_) * (size_t(shape_.head_dim) + 2) * 4;
     while (splits > 1 && size_t(splits) * row_bytes > (size_t(256) << 20)) --splits;
-    if (forced_splits_ > 0) splits = std::min(forced_splits_, 64);
+    if (forced_splits_ > 0) splits = std::min(forced_splits_, kMaxSplits);
     k.splits = splits;
     if (splits > 1) part_need = std::max(part_need, size_t(splits) * row_bytes);
   }

@@ -16,13 +16,17 @@
 //    Q is quantised to int8 per (row, 64-group) (step amax/127) and S is an exact int8
 //    tensor-core product per group scaled by q_scale * k_scale; V codes (stored dim-major)
 //    are converted to bf16 in registers and the V scales folded into P.
-//  - decode tiles, compressed caches (int4, rk4v4-e8, rk2v4-e8): the int8 kernel, whose
-//    per-warp cp.async ring holds the raw codes and scales of its 16-key slices (136 or 104
-//    bytes per head-token at D 128 instead of 264 for int8); just before use the warp expands
-//    them into one int8 stage (K swizzled row-major, V dim-major, transposed in registers):
-//    int4 codes, doubled E8 coordinates 2y in [-16, 15], or quadrupled E8P coordinates 4y
-//    (odd, in [-11, 11]), all exact, with the K / V scales multiplied by 1, 1/2 or 1/4
-//    (KernelParams::k_mul, v_mul). S and P V are then exactly the int8 kernel's.
+//  - decode tiles, compressed caches (int4, rk4v4-e8, rk2v4-e8): decode_comp_kernel
+//    (attention_compressed.cuh), tiles of <= 8 rows, no shared memory for K or V: each lane
+//    loads the raw codes its tensor-core fragments need straight into registers (the next
+//    slice's while the current one computes) and decodes each code once. S^T = K Q^T on int8
+//    tensor cores (m = 16 keys, n = 8 rows: a lane's K fragment is exactly one 8-dim code per
+//    key; Q's head dims are permuted to match, for free); P^T by movmatrix; O^T = V^T P^T on
+//    bf16 tensor cores, the V nibbles turned into exact bf16 by the exponent trick. Offsets
+//    of the raw nibbles (E8's coset bit and +-1/2 shifts, int4's sign, E8P's +-1/4 shift)
+//    are added back exactly by small extra MMAs against per-block Q sums (K) or P sums (V).
+//    Numerics equal the int8 kernel's. Up to 128 KV splits (batch 1 with 2 kv heads). The
+//    loop over slices is software-pipelined (NINFER_CUDA_COMP_PIPE, attention.cu).
 //  - decode tiles, minifloat caches (fp8, nvfp4, k8v4; attention_lowbit.cuh): the bf16 walk
 //    on fp16 tensor cores, each warp expanding its raw 16-key slice into fp16 tiles (exact:
 //    e4m3 codes times 2^-8, the fp8 row scales applied to S and folded into P against a
@@ -32,8 +36,9 @@
 //    shared memory.
 // With one split a CTA normalises, applies the format's V rotation back and writes bf16; with
 // several, each split writes its unnormalised O, running max and sum (fp32), and a merge
-// kernel combines them by log-sum-exp. Splits are chosen so the CTAs fill one wave of the
-// GPU's resident slots (occupancy queried per kernel).
+// kernel combines them by log-sum-exp (one CTA per row and 64-column chunk, or per row when
+// the V rotation spans it). Splits are chosen so the CTAs fill one wave of the GPU's resident
+// slots (occupancy queried per kernel).
 //
 // Error budget (what tests/cuda/test_attention.cpp checks against an fp64 reference on the
 // decoded cache): Q and P are rounded to bf16 (relative error <= 2^-9 each), or Q quantised to
@@ -97,6 +102,7 @@ class PagedAttention {
  private:
   struct Class {
     int mt = 1;
+    int rows = 16;  // query rows per tile (the compressed kinds' decode kernel: 8)
     std::vector<int32_t> work;  // host: (chunk, row0) pairs
     int n_work = 0, splits = 1;
     int slots = 0;  // CTAs of this class resident on the whole GPU at once

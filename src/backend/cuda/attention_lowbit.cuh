@@ -17,7 +17,7 @@
 //    rounded to bf16 (2^-9, the budget of the int8 prefill), nvfp4 values are exact.
 
 template <int D>
-__global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p);  // attention.cu
+void launch_merge(const KernelParams& kp, int n_work, int rows, cudaStream_t s);  // attention.cu
 
 // e4m3 byte i of w (i = 0..3) -> fp32.
 __device__ __forceinline__ float e4m3_byte(uint32_t w, int i) { return e4m3_to_f32_dev((w >> (8 * i)) & 0xFFu); }
@@ -462,10 +462,7 @@ void launch_decode_lowbit_kv(const KernelParams& kp, int n_work, cudaStream_t s,
   const dim3 grid(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(kp.n_splits));
   decode_lowbit_kernel<D, KN, VN><<<grid, kThreads, L::kBytes, s>>>(kp);
   NINFER_CUDA_LAUNCH_CHECK();
-  if (kp.n_splits > 1) {
-    merge_kernel<D><<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), 16u), kThreads, 0, s>>>(kp);
-    NINFER_CUDA_LAUNCH_CHECK();
-  }
+  if (kp.n_splits > 1) launch_merge<D>(kp, n_work, 16, s);
 }
 
 // Decode launch (or, with occupancy_only, the resident CTAs per SM into *occ) for a lowbit kind.

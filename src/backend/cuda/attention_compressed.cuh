@@ -1,0 +1,598 @@
+// Decode attention straight from the compressed codes (int4, rk4v4-e8, rk2v4-e8): no shared
+// memory for K or V, every code decoded once, by the lane whose tensor-core fragment needs it.
+// Included by attention.cu inside its anonymous namespace (uses KernelParams, smem_rotate,
+// write_tile, mma_s8_16832 and the decoders of kv_codecs.cuh); see attention.h for the design.
+//
+// A CTA (4 warps) takes a tile of <= 8 query rows of one chunk and kv head (kCompRows) and a
+// KV split; warp w owns keys [16 w, 16 w + 16) of every page of the split, as in the other
+// decode kernels. Per 16-key slice, everything stays in registers:
+//  - S^T = K Q^T on int8 tensor cores (mma m16n8k32: m = 16 keys, n = 8 query rows, k = 32
+//    head dims). The A operand is K: lane (g = lane / 4, c = lane % 4) holds keys g and g + 8
+//    and, for k-step ks of 64-group grp (ks = 2 grp + kk), the 8 values of code block
+//    b = 8 grp + 2 c + kk, i.e. exactly one code per key, decoded in registers. Q's B fragment
+//    (per lane: row g, the same 8 dims, in the order the decoder leaves the values: 0..3 | 4..7,
+//    or even | odd for the nibble formats) comes from that block's 8 bytes of the int8 Q row,
+//    once per CTA: the permutation of the head dims costs nothing. Per format:
+//      int4: the nibbles masked into the high half of each byte (16 v, exact int8);
+//      rk4v4-e8: the raw nibbles n = z + 8 as unsigned bytes (u8 x s8 MMA; nibble 7 gets its
+//        parity bit back); 2y = 2n + c - 16 is restored exactly by starting the int32
+//        accumulators at -8 sum(q) per group and adding sum_blocks c Qbs (the coset bits of the
+//        lane's blocks times the rows' int8 Q sums per block) from an fp16 m16n8k8 MMA;
+//      rk2v4-e8: magnitudes 2|a| and sign masks from two 256-entry shared tables (the 8th sign
+//        from the parity, as the CPU decoder); the +-1 shift t of each block is again an fp16
+//        MMA against the Q block sums.
+//    Group sums are scaled by q_scale * k_scale (as the int8 kernel).
+//  - Online softmax on S^T's accumulators: lane holds keys g, g + 8 of rows 2c, 2c + 1; the
+//    row max is a 3-step shuffle over g; O is rescaled only when a row max moved.
+//  - O^T += V^T P^T on bf16 tensor cores (m16n8k16: m = 16 head dims, n = 8 rows, k = 16 keys).
+//    P^T's B fragment is P (times the V scale of its key and group, as the int8 kernel folds
+//    it) transposed by movmatrix. V^T's A fragment: lane (g, c) takes, per group grp, code block
+//    8 grp + g of keys 2c, 2c + 1, 2c + 8, 2c + 9 (one code each); value e of the block is head
+//    dim 64 grp + 8 g + e and sits in m-tile 4 grp + e / 2, row g + 8 (e % 2). Two keys' nibbles
+//    are paired per register by one byte permute and become exact bf16 128 + n by the exponent
+//    trick; O = 2 sum P'(128 + n) + sum P' c - 272 sum P' (E8; int4: sum P'(136 + v) - 136
+//    sum P'), the last two sums from one more MMA per group whose A rows are c and 1.
+//  - Codes and scales of the next slice are loaded (plain 4- and 8-byte global loads) while the
+//    current one is computed (PIPE: the loop variants, below).
+// The four warps combine (max, sum, O) at the end; write_tile normalises and rotates back, or
+// writes the split's partials for merge_kernel.
+// Numerics equal the int8 kernel's: Q quantised per (row, 64-group), exact int32 group sums,
+// P * v_scale rounded to bf16, V exact, fp32 accumulation.
+
+constexpr int kCompRows = 8;  // query rows per tile of decode_comp_kernel
+
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
+  uint32_t d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+  return d;
+}
+
+// prmt.b32 with the sign-replicate selectors (bit 3 of a selector nibble), which
+// __byte_perm does not offer.
+__device__ __forceinline__ uint32_t prmt_sign(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+// Bit 28 of x (low half) and of y (high half) as the 16-bit pattern `one` or 0 (one = 0x3F80:
+// bf16 1.0; 0x3C00: fp16 1.0).
+__device__ __forceinline__ uint32_t bit28_pair(uint32_t x, uint32_t y, uint32_t one2) {
+  return prmt_sign(x << 3, y << 3, 0xFFBBu) & one2;
+}
+
+// E8 code (rk4v4_e8.cpp e8l32) with nibble 7 made z7 + 8: its low bit (stored: the coset bit
+// c) replaced by the parity of z0..z6 (bit 28 of the nibble sum, no carries: 7 bits).
+__device__ __forceinline__ uint32_t e8_fix_nibble7(uint32_t w) {
+  const uint32_t t = (w & 0x01111111u) * 0x11111111u;
+  return (w & ~0x10000000u) | (t & 0x10000000u);
+}
+
+// V^T fragment register of byte J of two codes' nibble words x (low half) and y (high half):
+// HI = 0: the low nibbles (value 2J of the block), 1: the high nibbles (2J + 1), as bf16
+// 128 + n (n = the unsigned nibble; int4: n ^ 8 = value + 8). Exact.
+// (HI = 1 is called with the words already shifted right by 4.)
+template <int J, int HI, bool INT4>
+__device__ __forceinline__ uint32_t nib_pair_bf16(uint32_t x, uint32_t y) {
+  constexpr uint32_t sel = J | (J << 4) | ((4 + J) << 8) | ((4 + J) << 12);
+  const uint32_t r = __byte_perm(x, y, sel);
+  return INT4 ? ((r & 0x000F000Fu) ^ 0x43084308u) : ((r & 0x000F000Fu) | 0x43004300u);
+}
+
+// One 8-value code block -> int8 bytes (values 0..3 in lo, 4..7 in hi), kv_codecs.cuh.
+// int4: values 0, 2, 4, 6 in lo and 1, 3, 5, 7 in hi, each as 16 * value (the nibble in the
+// high half of its byte is the int8 two's complement of 16 v): two logic ops.
+template <int FMT, int SIDE>
+__device__ __forceinline__ void comp_dec8(uint32_t code, const uint32_t* tab, uint32_t& lo, uint32_t& hi) {
+  if constexpr (FMT == 2) {
+    lo = (code << 4) & 0xF0F0F0F0u;
+    hi = code & 0xF0F0F0F0u;
+  } else if constexpr (FMT == 4 && SIDE == 0) {
+    e8p16_to_s8x8(code & 0xFFFFu, tab, lo, hi);
+  } else {
+    e8l32_to_s8x8(code, lo, hi);
+  }
+}
+
+__device__ __forceinline__ void mma_u8s8_16832(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// d += a b, m16n8k8, fp16 in, fp32 accumulators: a0 (row g, k 2c, 2c + 1), a1 (row g + 8, ...),
+// b0 (k 2c, 2c + 1; col g).
+__device__ __forceinline__ void mma_f16_1688(float d[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(b0));
+}
+
+template <int D, int FMT>
+struct CompSlice {
+  static constexpr int NG = D / 64, NW = (NG + 1) / 2;
+  // K: keys g, g + 8; per group, blocks 8 grp + 2c and + 1 (rk2v4-e8: both u16 codes in k[.][grp][0]).
+  uint32_t k[2][NG][FMT == 4 ? 1 : 2];
+  uint32_t v[4][NG];  // V: keys 2c, 2c + 1, 2c + 8, 2c + 9; block 8 grp + g
+  uint32_t ks[2][NW], vs[2][NW];  // fp16 scales of keys g, g + 8 (NG halves)
+};
+
+template <int NG>
+__device__ __forceinline__ void load_scales(const uint8_t* src, uint32_t* w) {
+  if constexpr (NG == 1) {
+    w[0] = __ldg(reinterpret_cast<const uint16_t*>(src));
+  } else if constexpr (NG == 2) {
+    w[0] = __ldg(reinterpret_cast<const uint32_t*>(src));
+  } else {
+    const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
+    w[0] = t.x;
+    w[1] = t.y;
+  }
+}
+
+__device__ __forceinline__ float scale_of(const uint32_t* w, int grp) {
+  return __half2float(__ushort_as_half(uint16_t(w[grp / 2] >> (16 * (grp % 2)))));
+}
+
+// PIPE 1: the software pipeline below; 0: two register sets, one slice per step (load the
+// next slice, then compute the current one). Chosen at run time (NINFER_CUDA_COMP_PIPE,
+// attention.cu) while both are measured.
+// PIPE 2: the pipeline with 2 CTAs per SM at head_dim <= 128 (more registers, no spills).
+template <int D, int FMT, int PIPE>
+__global__ void __launch_bounds__(kThreads, D <= 128 && PIPE != 2 ? 3 : 2) decode_comp_kernel(KernelParams p) {
+  constexpr int NG = D / 64, R8 = kCompRows;
+  constexpr int KCB = FMT == 4 ? D / 4 : D / 2, VCB = D / 2;  // code bytes per row
+  constexpr size_t KBLK = size_t(kPage) * (KCB + 2 * NG), VBLK = size_t(kPage) * (VCB + 2 * NG);
+  __shared__ __align__(16) float big[4 * R8 * D];  // Q fp32 [8][D] in the prologue; O exchange [4][8][D]
+  __shared__ __align__(16) int8_t Q8[R8 * D];
+  __shared__ float Qsc[R8 * NG];
+  __shared__ int Qbs[R8 * D / 8], Qgs[R8 * NG];  // int8 Q sums per 8-dim block and per group
+  // rk2v4-e8 K (E8P): e8pT[pattern] = the 8 values 2|a_i| as bytes (bit 31: the pattern's sign
+  // parity p(a)); e8pS[7 stored signs | p(a) << 7] = per-byte masks of the negative values (the
+  // 8th sign from the parity, as e8p16_decode_q4) and those masks & 0x01 per byte.
+  __shared__ uint2 e8pT[FMT == 4 ? 256 : 1];
+  __shared__ uint4 e8pS[FMT == 4 ? 256 : 1];
+  __shared__ float m_w[4 * R8], l_w[4 * R8], mfin_s[R8], lfin_s[R8];
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int gq = lane / 4, cq = lane % 4;
+  const int chunk = p.work[2 * blockIdx.x], row0 = p.work[2 * blockIdx.x + 1];
+  const int kvh = blockIdx.y, split = blockIdx.z;
+  const int32_t* ci = p.chunks + chunk * kChunkInts;
+  const int tok0 = ci[0], n_tok = ci[1], start = ci[2];
+  const int32_t* table = p.tables + ci[3];
+  const int g = p.group;
+  const int R = n_tok * g;
+  const int row_end = min(row0 + R8, R);
+  const int n_keys = start + (row_end - 1) / g + 1;
+  const int n_pages = (n_keys + kPage - 1) / kPage;
+  const int pps = (n_pages + p.n_splits - 1) / p.n_splits;
+  const int p_begin = min(n_pages, split * pps), p_end = min(n_pages, p_begin + pps);
+  const int n_iter = p_end - p_begin;
+
+  if constexpr (FMT == 4) {
+    for (int i = tid; i < 256; i += kThreads) {
+      const uint32_t a = __ldg(p.e8p_abs + i);
+      uint32_t lo = 0, hi = 0;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        lo |= ((a >> (4 * k)) & 7u) * 2u << (8 * k);
+        hi |= ((a >> (4 * k + 16)) & 7u) * 2u << (8 * k);
+      }
+      e8pT[i] = make_uint2(lo, hi | (((a >> 3) & 1u) << 31));
+      const uint32_t signs = uint32_t(i) & 0x7Fu, pa = uint32_t(i) >> 7;
+      const uint32_t sb = signs | (((uint32_t(__popc(signs)) + pa) & 1u) << 7);
+      uint32_t mlo = 0, mhi = 0;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        mlo |= ((sb >> k) & 1u) * (0xFFu << (8 * k));
+        mhi |= ((sb >> (k + 4)) & 1u) * (0xFFu << (8 * k));
+      }
+      e8pS[i] = make_uint4(mlo, mhi, mlo & 0x01010101u, mhi & 0x01010101u);
+    }
+  }
+  // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group), as decode_int8_kernel ----
+  for (int idx = tid; idx < R8 * D; idx += kThreads) {
+    const int r = idx / D, d = idx % D, gr = row0 + r;
+    big[idx] = gr < R ? p.q[size_t(tok0 + gr / g) * p.q_ld + size_t(kvh * g + gr % g) * D + d] : 0.0f;
+  }
+  __syncthreads();
+  smem_rotate<D>(big, R8, D, p.q_rot);
+  for (int u = tid; u < R8 * NG * 4; u += kThreads) {  // 32 NG threads: whole warps
+    const int r = u / (NG * 4), grp = (u / 4) % NG, q = u % 4;
+    const float* x = big + r * D + grp * 64 + q * 16;
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(x[i]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    const float sc = amax > 0.0f ? amax / 127.0f : 1.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    if (q == 0) Qsc[r * NG + grp] = sc;
+    int bs0 = 0, bs1 = 0;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int v = int(fminf(fmaxf(rintf(x[i] * inv), -127.0f), 127.0f));
+      Q8[r * D + grp * 64 + q * 16 + i] = int8_t(v);
+      if (i < 8) bs0 += v;
+      else bs1 += v;
+    }
+    Qbs[r * (D / 8) + grp * 8 + 2 * q] = bs0;
+    Qbs[r * (D / 8) + grp * 8 + 2 * q + 1] = bs1;
+    int gs = bs0 + bs1;
+    gs += __shfl_xor_sync(0xffffffffu, gs, 1);
+    gs += __shfl_xor_sync(0xffffffffu, gs, 2);
+    if (q == 0) Qgs[r * NG + grp] = gs;
+  }
+  __syncthreads();
+  // Q's B fragments: row g, block 8 grp + 2c + kk (8 bytes: b0 = values 0..3, b1 = 4..7).
+  uint32_t qf[2 * NG][2];
+#pragma unroll
+  for (int grp = 0; grp < NG; ++grp)
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      const uint2 t = *reinterpret_cast<const uint2*>(Q8 + gq * D + 8 * (8 * grp + 2 * cq + kk));
+      // int4, E8: even / odd values of the block (the nibble masks' order)
+      qf[2 * grp + kk][0] = FMT != 4 ? __byte_perm(t.x, t.y, 0x6420) : t.x;
+      qf[2 * grp + kk][1] = FMT != 4 ? __byte_perm(t.x, t.y, 0x7531) : t.y;
+    }
+  float qs0[NG], qs1[NG];  // rows 2c, 2c + 1
+  // rk4v4-e8 K: the int8 product runs on the unsigned nibbles n (2y = 2n + c - 16, c the coset
+  // bit of the block): sum q 2y = 2 (sum q n - 8 sum_group q) + sum_blocks c Qbs. The first
+  // term's offset starts the int32 accumulators (ia0: rows 2c, 2c + 1); the c term is an fp16
+  // MMA (m16n8k8: keys x the group's 8 blocks x rows) with B = the rows' block sums (|.| <= 1016:
+  // exact in fp16), qb[grp] = blocks 8 grp + 2c, + 1 of row g.
+  int ia0[NG][2];
+  uint32_t qb[NG];
+#pragma unroll
+  for (int grp = 0; grp < NG; ++grp) {
+    qs0[grp] = Qsc[(2 * cq) * NG + grp];
+    qs1[grp] = Qsc[(2 * cq + 1) * NG + grp];
+    ia0[grp][0] = -8 * Qgs[(2 * cq) * NG + grp];
+    ia0[grp][1] = -8 * Qgs[(2 * cq + 1) * NG + grp];
+    const __half2 h = __floats2half2_rn(float(Qbs[gq * (D / 8) + 8 * grp + 2 * cq]),
+                                        float(Qbs[gq * (D / 8) + 8 * grp + 2 * cq + 1]));
+    qb[grp] = *reinterpret_cast<const uint32_t*>(&h);
+  }
+  const int lim0 = row0 + 2 * cq < R ? start + (row0 + 2 * cq) / g : -1;
+  const int lim1 = row0 + 2 * cq + 1 < R ? start + (row0 + 2 * cq + 1) / g : -1;
+  // Grid steps of the int8 K values (int4: 16 v; E8: 2 y; E8P: 4 y) and of the V values (int4:
+  // v; E8: 2 y), times the fp16 scale.
+  constexpr float k_mul = FMT == 2 ? 1.0f / 16 : (FMT == 3 ? 1.0f : 0.25f);  // E8: (2y / 2) via ia + cor / 2; E8P: 4y
+  constexpr float v_mul = FMT == 2 ? 1.0f : 0.5f;
+  const float sl2 = p.scale_log2;
+  const uint32_t* tab = p.e8p_abs;
+
+  using Slice = CompSlice<D, FMT>;
+  auto loadK = [&](Slice& s, int page) {
+    const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * KBLK;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int slot = warp * 16 + gq + 8 * h;
+      const uint8_t* row = kb + slot * KCB;
+#pragma unroll
+      for (int grp = 0; grp < NG; ++grp) {
+        if constexpr (FMT == 4) {
+          s.k[h][grp][0] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + 2 * cq) * 2));
+        } else {
+          const uint2 t = __ldg(reinterpret_cast<const uint2*>(row + (8 * grp + 2 * cq) * 4));
+          s.k[h][grp][0] = t.x;
+          s.k[h][grp][1] = t.y;
+        }
+      }
+      load_scales<NG>(kb + kPage * KCB + slot * 2 * NG, s.ks[h]);
+    }
+  };
+  auto loadV = [&](Slice& s, int page) {
+    const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * VBLK;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) load_scales<NG>(vb + kPage * VCB + (warp * 16 + gq + 8 * h) * 2 * NG, s.vs[h]);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int slot = warp * 16 + 2 * cq + (j & 1) + 8 * (j >> 1);
+      const uint8_t* row = vb + slot * VCB;
+#pragma unroll
+      for (int grp = 0; grp < NG; ++grp)
+        s.v[j][grp] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + gq) * 4));
+    }
+  };
+
+  float o[D / 16][4];
+#pragma unroll
+  for (int t = 0; t < D / 16; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+  // Per group: sum over keys of P v_scale c (E8 coset bit of the lane's V block; rows 2c, 2c + 1)
+  // and of P v_scale (the same rows), for the offsets of the V values (see pv below).
+  float cor[NG][4];
+#pragma unroll
+  for (int grp = 0; grp < NG; ++grp) cor[grp][0] = cor[grp][1] = cor[grp][2] = cor[grp][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows 2c, 2c + 1 (l: this lane's keys)
+
+  // S^T (keys g, g + 8) x (rows 2c, 2c + 1) of the slice whose K part is in s, unmasked.
+  auto scores = [&](const Slice& s, float acc[4]) {
+    acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+#pragma unroll
+    for (int grp = 0; grp < NG; ++grp) {
+      float kv[4];
+      if constexpr (FMT == 3) {
+        int ia[4] = {ia0[grp][0], ia0[grp][1], ia0[grp][0], ia0[grp][1]};
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          uint32_t a[4];
+          const uint32_t w0 = e8_fix_nibble7(s.k[0][grp][FMT == 4 ? 0 : kk]);
+          const uint32_t w1 = e8_fix_nibble7(s.k[1][grp][FMT == 4 ? 0 : kk]);
+          a[0] = w0 & 0x0F0F0F0Fu;
+          a[2] = (w0 >> 4) & 0x0F0F0F0Fu;
+          a[1] = w1 & 0x0F0F0F0Fu;
+          a[3] = (w1 >> 4) & 0x0F0F0F0Fu;
+          mma_u8s8_16832(ia, a, qf[2 * grp + kk][0], qf[2 * grp + kk][1]);
+        }
+        float cr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const uint32_t ca0 = bit28_pair(s.k[0][grp][0], s.k[0][grp][FMT == 4 ? 0 : 1], 0x3C003C00u);
+        const uint32_t ca1 = bit28_pair(s.k[1][grp][0], s.k[1][grp][FMT == 4 ? 0 : 1], 0x3C003C00u);
+        mma_f16_1688(cr, ca0, ca1, qb[grp]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]) + 0.5f * cr[e];  // exact: |.| < 2^22, halves
+      } else if constexpr (FMT == 4) {
+        // E8P: 4y_i = s_i 2|a_i| + t (t = +-1 per block, code bit 15): the signed magnitudes
+        // from the two tables, the t term as an fp16 MMA (A: t of the lane's two blocks per
+        // key, B: the rows' block sums), so sum q 4y = ia + cr exactly.
+        int ia[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          uint32_t a[4];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t code = kk ? s.k[h][grp][0] >> 16 : s.k[h][grp][0] & 0xFFFFu;
+            const uint2 t = e8pT[code & 0xFFu];
+            const uint4 m = e8pS[((code >> 8) & 0x7Fu) | ((t.y >> 24) & 0x80u)];
+            a[h] = (t.x ^ m.x) + m.z;                       // negate: ~x + 1, no carry out of a byte
+            a[h + 2] = ((t.y & 0x7F7F7F7Fu) ^ m.y) + m.w;
+          }
+          mma_s8_16832(ia, a, qf[2 * grp + kk][0], qf[2 * grp + kk][1]);
+        }
+        float cr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        mma_f16_1688(cr, (s.k[0][grp][0] & 0x80008000u) | 0x3C003C00u, (s.k[1][grp][0] & 0x80008000u) | 0x3C003C00u,
+                     qb[grp]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]) + cr[e];  // exact integers
+      } else {  // int4
+        int ia[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          uint32_t a[4];
+          comp_dec8<FMT, 0>(s.k[0][grp][FMT == 4 ? 0 : kk], tab, a[0], a[2]);
+          comp_dec8<FMT, 0>(s.k[1][grp][FMT == 4 ? 0 : kk], tab, a[1], a[3]);
+          mma_s8_16832(ia, a, qf[2 * grp + kk][0], qf[2 * grp + kk][1]);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]);
+      }
+      const float k0 = scale_of(s.ks[0], grp) * k_mul, k1 = scale_of(s.ks[1], grp) * k_mul;
+      acc[0] += kv[0] * (qs0[grp] * k0);
+      acc[1] += kv[1] * (qs1[grp] * k0);
+      acc[2] += kv[2] * (qs0[grp] * k1);
+      acc[3] += kv[3] * (qs1[grp] * k1);
+    }
+  };
+  // Mask, online softmax and O += P V for the slice starting at key key0 (V part in s).
+  auto softmax_pv = [&](const Slice& s, int key0, const float acc[4]) {
+    const int ka = key0 + gq, kb = ka + 8;
+    const float s0 = ka <= lim0 ? acc[0] * sl2 : -INFINITY;
+    const float s1 = ka <= lim1 ? acc[1] * sl2 : -INFINITY;
+    const float s2 = kb <= lim0 ? acc[2] * sl2 : -INFINITY;
+    const float s3 = kb <= lim1 ? acc[3] * sl2 : -INFINITY;
+    float mx0 = fmaxf(s0, s2), mx1 = fmaxf(s1, s3);
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float al0 = mn0 == -INFINITY ? 1.0f : exp2f(m0 - mn0);
+    const float al1 = mn1 == -INFINITY ? 1.0f : exp2f(m1 - mn1);
+    m0 = mn0;
+    m1 = mn1;
+    const float p0 = mn0 == -INFINITY ? 0.0f : exp2f(s0 - mn0);
+    const float p2 = mn0 == -INFINITY ? 0.0f : exp2f(s2 - mn0);
+    const float p1 = mn1 == -INFINITY ? 0.0f : exp2f(s1 - mn1);
+    const float p3 = mn1 == -INFINITY ? 0.0f : exp2f(s3 - mn1);
+    l0 = l0 * al0 + (p0 + p2);
+    l1 = l1 * al1 + (p1 + p3);
+    if (__any_sync(0xffffffffu, al0 != 1.0f || al1 != 1.0f)) {  // once the maxima settle: rarely
+#pragma unroll
+      for (int t = 0; t < D / 16; ++t) {
+        o[t][0] *= al0;
+        o[t][1] *= al1;
+        o[t][2] *= al0;
+        o[t][3] *= al1;
+      }
+#pragma unroll
+      for (int grp = 0; grp < NG; ++grp) {
+        cor[grp][0] *= al0;
+        cor[grp][1] *= al1;
+        cor[grp][2] *= al0;
+        cor[grp][3] *= al1;
+      }
+    }
+    // Slots past the sequence's end hold stale bytes (possibly NaN scales); 0 * NaN must not
+    // reach O, so their V scales become 0 (written slots hold finite scales: the encoders clamp).
+    uint32_t vs0[Slice::NW], vs1[Slice::NW];
+#pragma unroll
+    for (int w = 0; w < Slice::NW; ++w) {
+      vs0[w] = ka < n_keys ? s.vs[0][w] : 0u;
+      vs1[w] = kb < n_keys ? s.vs[1][w] : 0u;
+    }
+    auto sp = [](float pv_, float s_) { return pv_ * s_; };
+#pragma unroll
+    for (int grp = 0; grp < NG; ++grp) {
+      const float v0 = scale_of(vs0, grp) * v_mul, v1 = scale_of(vs1, grp) * v_mul;
+      // P^T fragment: rows g; keys 2c, 2c + 1 (b0) and 2c + 8, 2c + 9 (b1).
+      const uint32_t b0 = movmatrix_trans(cvt_bf16x2(sp(p0, v0), sp(p1, v0)));
+      const uint32_t b1 = movmatrix_trans(cvt_bf16x2(sp(p2, v1), sp(p3, v1)));
+      // V^T: the raw nibbles n as bf16 128 + n; value = n + c / 2 - 8 (E8, in units of 2 y / 2)
+      // or n - 8 (int4), so O = VA * sum(P' (128 + n)) + sum(P' c) + VB * sum(P'), with
+      // P' = P v_scale v_mul and VA, VB below; the last two sums come from one more MMA
+      // whose A rows are c (pairs of keys) and 1.
+      uint32_t x[4], y[4];  // y: x >> 4, the high nibbles
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        x[j] = FMT == 2 ? s.v[j][grp] : e8_fix_nibble7(s.v[j][grp]);
+        y[j] = x[j] >> 4;
+      }
+      {
+        uint32_t a[4];
+        a[0] = FMT == 2 ? 0u : bit28_pair(s.v[0][grp], s.v[1][grp], 0x3F803F80u);
+        a[2] = FMT == 2 ? 0u : bit28_pair(s.v[2][grp], s.v[3][grp], 0x3F803F80u);
+        a[1] = a[3] = 0x3F803F80u;
+        mma_bf16_16816(cor[grp], a, b0, b1);
+      }
+      constexpr bool I4 = FMT == 2;
+      uint32_t a[4];
+      a[0] = nib_pair_bf16<0, 0, I4>(x[0], x[1]);
+      a[1] = nib_pair_bf16<0, 1, I4>(y[0], y[1]);
+      a[2] = nib_pair_bf16<0, 0, I4>(x[2], x[3]);
+      a[3] = nib_pair_bf16<0, 1, I4>(y[2], y[3]);
+      mma_bf16_16816(o[4 * grp + 0], a, b0, b1);
+      a[0] = nib_pair_bf16<1, 0, I4>(x[0], x[1]);
+      a[1] = nib_pair_bf16<1, 1, I4>(y[0], y[1]);
+      a[2] = nib_pair_bf16<1, 0, I4>(x[2], x[3]);
+      a[3] = nib_pair_bf16<1, 1, I4>(y[2], y[3]);
+      mma_bf16_16816(o[4 * grp + 1], a, b0, b1);
+      a[0] = nib_pair_bf16<2, 0, I4>(x[0], x[1]);
+      a[1] = nib_pair_bf16<2, 1, I4>(y[0], y[1]);
+      a[2] = nib_pair_bf16<2, 0, I4>(x[2], x[3]);
+      a[3] = nib_pair_bf16<2, 1, I4>(y[2], y[3]);
+      mma_bf16_16816(o[4 * grp + 2], a, b0, b1);
+      a[0] = nib_pair_bf16<3, 0, I4>(x[0], x[1]);
+      a[1] = nib_pair_bf16<3, 1, I4>(y[0], y[1]);
+      a[2] = nib_pair_bf16<3, 0, I4>(x[2], x[3]);
+      a[3] = nib_pair_bf16<3, 1, I4>(y[2], y[3]);
+      mma_bf16_16816(o[4 * grp + 3], a, b0, b1);
+    }
+  };
+
+  // Software pipeline over the warp's slices, two register sets per side: while step i computes
+  // the scores of slice i + 1 and the softmax and P V of slice i (independent work in one
+  // block), K of slice i + 2 and V of slice i + 1 are in flight; at its end it requests K of
+  // slice i + 3 and V of slice i + 2 into the sets it has just freed. Page ids are read one
+  // step before their loads. Slices past the split's end (at most two per warp) run on a valid
+  // page with every key masked.
+  if (PIPE == 0) {
+    Slice sa, sb;
+    auto load = [&](Slice& st, int page) {
+      loadK(st, page);
+      loadV(st, page);
+    };
+    auto compute = [&](const Slice& st, int key0) {
+      float acc[4];
+      scores(st, acc);
+      softmax_pv(st, key0, acc);
+    };
+    if (n_iter > 0) load(sa, table[p_begin]);
+    int next_id = n_iter > 1 ? table[p_begin + 1] : 0;
+#pragma unroll 1
+    for (int it = 0; it < n_iter; it += 2) {
+      if (it + 1 < n_iter) load(sb, next_id);
+      next_id = it + 2 < n_iter ? table[p_begin + it + 2] : 0;
+      const int key0a = (p_begin + it) * kPage + warp * 16;
+      if (key0a < n_keys) compute(sa, key0a);
+      if (it + 1 >= n_iter) break;
+      if (it + 2 < n_iter) load(sa, next_id);
+      next_id = it + 3 < n_iter ? table[p_begin + it + 3] : 0;
+      const int key0b = key0a + kPage;
+      if (key0b < n_keys) compute(sb, key0b);
+    }
+  } else if (n_iter > 0) {
+    auto pid = [&](int i) { return table[p_begin + min(i, n_iter - 1)]; };
+    auto key0_of = [&](int i) {
+      const int k = (p_begin + i) * kPage + warp * 16;
+      return i < n_iter && k < n_keys ? k : (1 << 29);
+    };
+    Slice KA, KB, VA, VB;
+    {
+      const int pg0 = pid(0), pg1 = pid(1);
+      loadK(KA, pg0);
+      loadV(VA, pg0);
+      loadK(KB, pg1);
+      loadV(VB, pg1);
+    }
+    float sc[4], sn[4];
+    scores(KA, sc);
+    int pgv = pid(2);
+    loadK(KA, pgv);
+    int pgk = pid(3);
+#pragma unroll 1
+    for (int i = 0; i < n_iter; i += 2) {
+      // K(i + 1) in KB, K(i + 2) in KA; V(i) in VA, V(i + 1) in VB
+      scores(KB, sn);
+      softmax_pv(VA, key0_of(i), sc);
+      loadK(KB, pgk);
+      loadV(VA, pgv);
+      pgv = pgk;
+      pgk = pid(i + 4);
+      // K(i + 2) in KA, K(i + 3) in KB; V(i + 1) in VB, V(i + 2) in VA
+      scores(KA, sc);
+      softmax_pv(VB, key0_of(i + 1), sn);
+      loadK(KA, pgk);
+      loadV(VB, pgv);
+      pgv = pgk;
+      pgk = pid(i + 5);
+    }
+  }
+
+  // ---- combine the warps ----
+#pragma unroll
+  for (int off = 4; off < 32; off <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+  }
+  float* Ow = big;  // [4][8][D]; Q's fp32 copy is dead since the barrier after quantisation
+  // O = VA * (the MMA sums) + sum(P' c) + VB * sum(P'): E8 2 (128 + n) + c - 272 = 2 y (2 y /
+  // 2 is the value in units of v_mul); int4 (128 + (n ^ 8)) - 136 = v. The MMA sums are exact
+  // sums of bf16 products in fp32; the cancellation costs at most ~2^-24 * 272 / 16 relative
+  // to the output's scale, far below the 2^-9 of P's rounding.
+  constexpr float VA = FMT == 2 ? 1.0f : 2.0f, VB = FMT == 2 ? -136.0f : -272.0f;
+#pragma unroll
+  for (int grp = 0; grp < NG; ++grp)
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int d = 64 * grp + 8 * gq + 2 * u;  // m-row g: value 2u of the block; g + 8: 2u + 1
+      const float* c = o[4 * grp + u];
+      const float* k = cor[grp];
+      Ow[(warp * R8 + 2 * cq) * D + d] = VA * c[0] + k[0] + VB * k[2];
+      Ow[(warp * R8 + 2 * cq + 1) * D + d] = VA * c[1] + k[1] + VB * k[3];
+      Ow[(warp * R8 + 2 * cq) * D + d + 1] = VA * c[2] + k[0] + VB * k[2];
+      Ow[(warp * R8 + 2 * cq + 1) * D + d + 1] = VA * c[3] + k[1] + VB * k[3];
+    }
+  if (gq == 0) {
+    m_w[warp * R8 + 2 * cq] = m0;
+    m_w[warp * R8 + 2 * cq + 1] = m1;
+    l_w[warp * R8 + 2 * cq] = l0;
+    l_w[warp * R8 + 2 * cq + 1] = l1;
+  }
+  __syncthreads();
+  if (tid < R8) {
+    float M = -INFINITY;
+    for (int w = 0; w < 4; ++w) M = fmaxf(M, m_w[w * R8 + tid]);
+    float Lsum = 0.0f;
+    for (int w = 0; w < 4; ++w) {
+      const float mw = m_w[w * R8 + tid];
+      const float f = mw == -INFINITY ? 0.0f : exp2f(mw - M);
+      m_w[w * R8 + tid] = f;  // now the warp's weight
+      Lsum += f * l_w[w * R8 + tid];
+    }
+    mfin_s[tid] = M;
+    lfin_s[tid] = Lsum;
+  }
+  __syncthreads();
+  for (int idx = tid; idx < R8 * D; idx += kThreads) {
+    const int r = idx / D;
+    float v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) v += m_w[w * R8 + r] * Ow[w * R8 * D + idx];
+    Ow[idx] = v;
+  }
+  __syncthreads();
+  write_tile<D>(p, Ow, D, mfin_s, lfin_s, row_end - row0, row0, tok0, kvh, split);
+}
