@@ -28,7 +28,8 @@ struct ModelConfig;
 // heads); when not, *why says so. For `--device auto` to fall back to the CPU instead of
 // failing in make_cuda_backend.
 bool cuda_supports_model(const ModelConfig& c, std::string* why = nullptr);
-// Whether the CUDA backend has kernels for this --kv-dtype (bf16, int8).
+// Whether the CUDA backend has kernels for this --kv-dtype (cache_kind_for in kv_cache.h: every
+// shipped format; not f32 or e8-root-ref).
 bool cuda_supports_kv_format(std::string_view name);
 
 // How activations enter the bf16 GEMMs.
