@@ -65,7 +65,6 @@ struct KernelParams {
   // and the bytes of a (page, kv head) block, and the E8P decode table (rk2v4-e8 K).
   int fmt;
   int k_cb, v_cb, k_blk, v_blk;
-  float k_mul, v_mul;       // grid step of the int8 expansion / fp16 scale: 1, 1/2 (E8), 1/4 (E8P)
   const uint32_t* e8p_abs;  // [256]
 };
 
@@ -687,7 +686,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
 //    same keys that ldmatrix of the dim-major V codes hands it (kv_cache.h): the int8 V
 //    values convert to the bf16 B operand of P V in registers, and the V scales (per key and
 //    64-group) are folded into P.
-template <int D, bool COMP>
+template <int D>
 struct DecodeInt8Layout {
   // At head_dim <= 128 a stage holds a pair of slices (the warp's keys of two consecutive
   // pages: two independent MMA chains per iteration, one softmax rescale); two stages, one pair
@@ -698,12 +697,7 @@ struct DecodeInt8Layout {
   static constexpr int kKc = 16 * D, kSc = 16 * (D / 32);  // codes, scales bytes per side
   static constexpr int kSlice = 2 * (kKc + kSc);           // K codes, K scales, V codes, V scales
   static constexpr int kStage = PAIR * kSlice;
-  // COMP (compressed caches): the cp.async ring holds the raw slices (K codes [16][<= D/2],
-  // K scales, V codes, V scales at fixed offsets), and one stage of the int8 layout above is
-  // the expansion target, filled just before use.
-  static constexpr int rKs = 8 * D, rV = 8 * D + D / 2, rVs = 16 * D + D / 2;
-  static constexpr int kRawSlice = 17 * D;
-  static constexpr int kWarp = COMP ? kStage + STAGES * PAIR * kRawSlice : STAGES * kStage;
+  static constexpr int kWarp = STAGES * kStage;
   static constexpr int kRing = 4 * kWarp;
   static constexpr int kQf = 16 * D * 4;
   static constexpr int kOw = 4 * 16 * D * 4;
@@ -738,9 +732,9 @@ __device__ __forceinline__ void s8x4_to_bf16(uint32_t v, uint32_t& lo, uint32_t&
   hi = cvt_bf16x2(f2, f3);
 }
 
-template <int D, bool COMP>
+template <int D>
 __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel(KernelParams p) {
-  using L = DecodeInt8Layout<D, COMP>;
+  using L = DecodeInt8Layout<D>;
   constexpr int STAGES = L::STAGES, PAIR = L::PAIR, NT = D / 8, NG = D / 64;
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* big = smem;
@@ -800,18 +794,6 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
   uint8_t* ring = big + warp * L::kWarp;
   const size_t blk = size_t(kPage) * (D + D / 32);
   auto load_slice = [&](int page, uint8_t* dst) {
-    if constexpr (COMP) {
-      const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * size_t(p.k_blk);
-      const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * size_t(p.v_blk);
-      for (int u = lane; u < p.k_cb; u += 32) cp_async16(dst + u * 16, kb + size_t(warp * 16) * p.k_cb + u * 16, 16);
-      for (int u = lane; u < p.v_cb; u += 32)
-        cp_async16(dst + L::rV + u * 16, vb + size_t(warp * 16) * p.v_cb + u * 16, 16);
-      for (int u = lane; u < D / 32; u += 32) {
-        cp_async16(dst + L::rKs + u * 16, kb + size_t(kPage) * p.k_cb + size_t(warp * 16) * (D / 32) + u * 16, 16);
-        cp_async16(dst + L::rVs + u * 16, vb + size_t(kPage) * p.v_cb + size_t(warp * 16) * (D / 32) + u * 16, 16);
-      }
-      return;
-    }
     const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * blk;
     const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * blk;
     constexpr int CPR = D / 16;  // 16-byte chunks per int8 K row
@@ -838,51 +820,12 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
   // Group i covers pages p_begin + PAIR i + h, h < PAIR (past n_iter: absent).
   const int n_groups = (n_iter + PAIR - 1) / PAIR;
   auto page_of = [&](int grp_i, int h) { return PAIR * grp_i + h < n_iter ? table[p_begin + PAIR * grp_i + h] : 0; };
-  // Where slice h of ring stage `stage` lands (COMP: the raw ring after the expansion stage).
-  auto slot = [&](int stage, int h) {
-    return COMP ? ring + L::kStage + (stage * PAIR + h) * L::kRawSlice : ring + stage * L::kStage + h * L::kSlice;
-  };
+  // Where slice h of ring stage `stage` lands.
+  auto slot = [&](int stage, int h) { return ring + stage * L::kStage + h * L::kSlice; };
   auto load_group = [&](int grp_i, const int* pages, int stage) {
 #pragma unroll
     for (int h = 0; h < PAIR; ++h)
       if (PAIR * grp_i + h < n_iter) load_slice(pages[h], slot(stage, h));
-  };
-  // COMP: raw slice -> the int8 slice layout (K codes swizzled [16][D], K scales, V codes
-  // dim-major [D][16], V scales), values on the format's integer grid (kv_codecs.cuh).
-  auto expand_slice = [&](const uint8_t* raw, uint8_t* dst) {
-    constexpr int BPR = D / 8;  // 8-value blocks per row
-    for (int u = lane; u < 16 * BPR; u += 32) {
-      const int r = u / BPR, b = u % BPR;
-      uint32_t lo, hi;
-      expand_block8_s8(p.fmt, 0, raw + r * p.k_cb, b, p.e8p_abs, lo, hi);
-      *reinterpret_cast<uint2*>(dst + r * D + swz8<D>(r, b / 2) * 16 + (b % 2) * 8) = make_uint2(lo, hi);
-    }
-    uint8_t* vd = dst + L::kKc + L::kSc;
-    // NOTE: lanes (key quad kq, block b) transpose 4 keys x 8 dims in registers; the stores of
-    // one instruction hit rows 8 b + i of 8 different b, i.e. the same banks (8-way conflict).
-    // Not measured separately; a candidate for the next speed-up (see docs/GPU.md).
-    for (int u = lane; u < 4 * BPR; u += 32) {
-      const int kq = u % 4, b = u / 4;
-      uint32_t lo[4], hi[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) expand_block8_s8(p.fmt, 1, raw + L::rV + (4 * kq + j) * p.v_cb, b, nullptr, lo[j], hi[j]);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const uint32_t* w = half == 0 ? lo : hi;
-        const uint32_t t0 = __byte_perm(w[0], w[1], 0x5140), t1 = __byte_perm(w[2], w[3], 0x5140);
-        const uint32_t t2 = __byte_perm(w[0], w[1], 0x7362), t3 = __byte_perm(w[2], w[3], 0x7362);
-        uint8_t* row = vd + (8 * b + 4 * half) * 16 + 4 * kq;
-        *reinterpret_cast<uint32_t*>(row) = __byte_perm(t0, t1, 0x5410);
-        *reinterpret_cast<uint32_t*>(row + 16) = __byte_perm(t0, t1, 0x7632);
-        *reinterpret_cast<uint32_t*>(row + 32) = __byte_perm(t2, t3, 0x5410);
-        *reinterpret_cast<uint32_t*>(row + 48) = __byte_perm(t2, t3, 0x7632);
-      }
-    }
-    for (int u = lane; u < 2 * (D / 8); u += 32) {  // scales: D / 8 words per side
-      const int side = u / (D / 8), w = u % (D / 8);
-      const uint32_t v = reinterpret_cast<const uint32_t*>(raw + (side == 0 ? L::rKs : L::rVs))[w];
-      reinterpret_cast<uint32_t*>(side == 0 ? dst + L::kKc : vd + L::kKc)[w] = v;
-    }
   };
 #pragma unroll 1
   for (int s0 = 0; s0 < STAGES - 1; ++s0) {
@@ -926,8 +869,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = 4 * cq + 2 * j + (e % 2);
-          float ks_ = __half2float(__ushort_as_half(Ksc[key * NG + grp]));
-          if constexpr (COMP) ks_ *= p.k_mul;
+          const float ks_ = __half2float(__ushort_as_half(Ksc[key * NG + grp]));
           acc[j][e] += float(ia[j][e]) * ((e < 2 ? qs0 : qs1) * ks_);
         }
     }
@@ -949,10 +891,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
     for (int grp = 0; grp < NG; ++grp) {
       float sv[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        sv[i] = __half2float(__ushort_as_half(Vsc[(4 * cq + i) * NG + grp]));
-        if constexpr (COMP) sv[i] *= p.v_mul;
-      }
+      for (int i = 0; i < 4; ++i) sv[i] = __half2float(__ushort_as_half(Vsc[(4 * cq + i) * NG + grp]));
       auto sp = [](float pv_, float s_) { return pv_ == 0.0f ? 0.0f : pv_ * s_; };  // never 0 * NaN
       uint32_t pa[4];
       pa[0] = cvt_bf16x2(sp(pr[0][0], sv[0]), sp(pr[0][1], sv[1]));
@@ -993,13 +932,6 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
     const bool has_a = key0a < n_keys;
     const bool has_b = PAIR == 2 && PAIR * i + 1 < n_iter && key0b < n_keys;
     if (!has_a) continue;  // then b is empty too
-    if constexpr (COMP) {
-      // The expansion stage was last read in iteration i - 1 (ordered by the __syncwarp above).
-      expand_slice(slot(i % STAGES, 0), ring);
-      if (has_b) expand_slice(slot(i % STAGES, PAIR - 1), ring + (PAIR - 1) * L::kSlice);
-      __syncwarp();
-      st = ring;
-    }
     float sa[2][4], sb[2][4];
     scores(st, key0a, sa);
     if (has_b) {
@@ -1225,13 +1157,13 @@ void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
     }
     decode_attention_kernel<D, 0><<<grid, kThreads, L::kBytes, s>>>(kp);
   } else if constexpr (KIND == 1) {
-    using L = DecodeInt8Layout<D, false>;
+    using L = DecodeInt8Layout<D>;
     if (!configured) {
-      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D, false>,
+      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
       configured = true;
     }
-    decode_int8_kernel<D, false><<<grid, kThreads, L::kBytes, s>>>(kp);
+    decode_int8_kernel<D><<<grid, kThreads, L::kBytes, s>>>(kp);
   } else {
     // The compressed kinds: straight from the codes (attention_compressed.cuh), 8-row tiles.
     const int pipe = comp_pipe();
@@ -1299,11 +1231,11 @@ int occupancy_decode(CacheKind kind) {
     NINFER_CUDA_CHECK(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<D, 0>, kThreads, L::kBytes));
   } else if constexpr (KIND == 1) {
-    using L = DecodeInt8Layout<D, false>;
-    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    using L = DecodeInt8Layout<D>;
+    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            L::kBytes));
     NINFER_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_int8_kernel<D, false>, kThreads, L::kBytes));
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_int8_kernel<D>, kThreads, L::kBytes));
   } else {
     const int f = int(kind), pipe = comp_pipe();
     auto occ = [&](auto fn) { NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kThreads, 0)); };
@@ -1484,8 +1416,6 @@ void PagedAttention::run(const float* q, int q_ld, const uint8_t* k_pool, const 
     kp.k_blk = int(cache_block_bytes(shape_.kind, shape_.head_dim, 0));
     kp.v_blk = int(cache_block_bytes(shape_.kind, shape_.head_dim, 1));
     kp.e8p_abs = e8p_abs_;
-    kp.k_mul = shape_.kind == CacheKind::Rk2 ? 0.25f : (shape_.kind == CacheKind::Int4 ? 1.0f : 0.5f);
-    kp.v_mul = shape_.kind == CacheKind::Int4 ? 1.0f : 0.5f;
     switch (shape_.head_dim) {
       case 64: dispatch_kind<64>(kp, shape_.kind, c, k.n_work, s); break;
       case 128: dispatch_kind<128>(kp, shape_.kind, c, k.n_work, s); break;

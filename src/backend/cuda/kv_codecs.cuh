@@ -249,10 +249,10 @@ __device__ __forceinline__ void expand_block8(int fmt, int side, const uint8_t* 
 }
 
 
-// ---- Expansion to int8 (the int8 tensor-core decode path) ----
+// ---- Expansion to int8 (decode_comp_kernel, attention_compressed.cuh) ----
 // Each returns the 8 values of one block as int8 bytes (value i in byte i % 4 of word i / 4),
-// on the integer grid of the format: int4 codes (scale s), doubled E8 coordinates 2y in
-// [-16, 15] (scale s / 2), quadrupled E8P coordinates 4y, odd in [-11, 11] (scale s / 4).
+// on the integer grid of the format: doubled E8 coordinates 2y in [-16, 15] (scale s / 2),
+// quadrupled E8P coordinates 4y, odd in [-11, 11] (scale s / 4).
 // SIMD-within-a-register: no byte ever carries into its neighbour (ranges noted below).
 
 // Nibbles 0..7 of w -> bytes 0..7 (lo word: nibbles 0..3).
@@ -260,12 +260,6 @@ __device__ __forceinline__ void nibbles_to_bytes(uint32_t w, uint32_t& lo, uint3
   const uint32_t even = w & 0x0F0F0F0Fu, odd = (w >> 4) & 0x0F0F0F0Fu;
   lo = __byte_perm(even, odd, 0x5140);
   hi = __byte_perm(even, odd, 0x7362);
-}
-
-__device__ __forceinline__ void int4_to_s8x8(uint32_t w, uint32_t& lo, uint32_t& hi) {
-  nibbles_to_bytes(w, lo, hi);
-  lo |= (lo & 0x08080808u) * 0x1Eu;  // sign-extend 4 -> 8 bits (0x08 * 0x1E = 0xF0)
-  hi |= (hi & 0x08080808u) * 0x1Eu;
 }
 
 __device__ __forceinline__ void e8l32_to_s8x8(uint32_t code, uint32_t& lo, uint32_t& hi) {
@@ -300,18 +294,6 @@ __device__ __forceinline__ void e8p16_to_s8x8(uint32_t code, const uint32_t* abs
   } else {
     lo += 0x01010101u;
     hi += 0x01010101u;
-  }
-}
-
-// int8 expansion of block b of a row of codes of a compressed kind (fmt as in expand_block8).
-__device__ __forceinline__ void expand_block8_s8(int fmt, int side, const uint8_t* codes, int b,
-                                                 const uint32_t* e8p_abs, uint32_t& lo, uint32_t& hi) {
-  if (fmt == 2) {
-    int4_to_s8x8(*reinterpret_cast<const uint32_t*>(codes + 4 * b), lo, hi);
-  } else if (fmt == 4 && side == 0) {
-    e8p16_to_s8x8(*reinterpret_cast<const uint16_t*>(codes + 2 * b), e8p_abs, lo, hi);
-  } else {
-    e8l32_to_s8x8(*reinterpret_cast<const uint32_t*>(codes + 4 * b), lo, hi);
   }
 }
 
