@@ -171,6 +171,70 @@ __device__ void write_tile(const KernelParams& p, float* Os, int OP, const float
   }
 }
 
+// End of the warp-independent decode walks (bf16, int8 and minifloat kernels): each of the 4
+// warps holds O [16 rows][D] in MMA accumulator fragments o (rows gq, gq + 8, columns
+// nt * 8 + 2 cq + {0, 1}), to be multiplied by ofac, the running max (m0, m1) of those rows and
+// per-thread partial sums (l0, l1). Reduces the sums over each quad, combines the warps through
+// shared memory (`big` as O [4][16][D] fp32, once every warp is done with its ring; m_w
+// [4][16], then l_w [4][16], mfin [16], lfin [16] from m_w on) and writes the tile (write_tile).
+template <int D>
+__device__ __forceinline__ void combine_warps_and_write(const KernelParams& p, const float (&o)[D / 8][4], float ofac,
+                                                        float m0, float m1, float l0, float l1, uint8_t* big,
+                                                        float* m_w, int rows, int row0, int tok0, int kvh,
+                                                        int split) {
+  constexpr int NT = D / 8;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int gq = lane / 4, cq = lane % 4;
+  float* l_w = m_w + 64;
+  float* mfin_s = l_w + 64;
+  float* lfin_s = mfin_s + 16;
+  // Row sums were kept per thread; reduce over the quad.
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  __syncthreads();  // all warps are done with their rings: `big` becomes the O exchange
+  float* Ow = reinterpret_cast<float*>(big);  // [4][16][D]
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = gq + (e / 2) * 8, c = nt * 8 + 2 * cq + (e % 2);
+      Ow[(warp * 16 + r) * D + c] = o[nt][e] * ofac;
+    }
+  if (cq == 0) {
+    m_w[warp * 16 + gq] = m0;
+    m_w[warp * 16 + gq + 8] = m1;
+    l_w[warp * 16 + gq] = l0;
+    l_w[warp * 16 + gq + 8] = l1;
+  }
+  __syncthreads();
+  if (tid < 16) {
+    float M = -INFINITY;
+    for (int w = 0; w < 4; ++w) M = fmaxf(M, m_w[w * 16 + tid]);
+    float Lsum = 0.0f;
+    for (int w = 0; w < 4; ++w) {
+      const float mw = m_w[w * 16 + tid];
+      const float f = mw == -INFINITY ? 0.0f : exp2f(mw - M);
+      m_w[w * 16 + tid] = f;  // now the warp's weight
+      Lsum += f * l_w[w * 16 + tid];
+    }
+    mfin_s[tid] = M;
+    lfin_s[tid] = Lsum;
+  }
+  __syncthreads();
+  // Combine in place into warp 0's slot: Os = Ow[0] with pitch D.
+  for (int idx = tid; idx < 16 * D; idx += kThreads) {
+    const int r = idx / D;
+    float v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) v += m_w[w * 16 + r] * Ow[w * 16 * D + idx];
+    Ow[idx] = v;
+  }
+  __syncthreads();
+  write_tile<D>(p, Ow, D, mfin_s, lfin_s, rows, row0, tok0, kvh, split);
+}
+
 // Q rows of a tile: fp32 from global -> Qf (rotated by the K rotation) -> bf16 Qs [M][QP].
 // Rows past the chunk's end are zero. Ends with a barrier.
 template <int D>
@@ -482,10 +546,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* big = smem;
   uint16_t* Qs = reinterpret_cast<uint16_t*>(smem + L::oQs);
-  float* m_w = reinterpret_cast<float*>(smem + L::oRow);  // [4][16]
-  float* l_w = m_w + 64;                                   // [4][16]
-  float* mfin_s = l_w + 64;                                // [16]
-  float* lfin_s = mfin_s + 16;                             // [16]
+  float* m_w = reinterpret_cast<float*>(smem + L::oRow);  // m, l [4][16], mfin, lfin [16]: combine_warps_and_write
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gq = lane / 4, cq = lane % 4;
@@ -628,51 +689,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
     }
   }
   cp_async_wait<0>();
-  // Row sums were kept per thread; reduce over the quad.
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-  __syncthreads();  // all warps are done with their rings: `big` becomes the O exchange
-  float* Ow = reinterpret_cast<float*>(big);  // [4][16][D]
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = gq + (e / 2) * 8, c = nt * 8 + 2 * cq + (e % 2);
-      Ow[(warp * 16 + r) * D + c] = o[nt][e];
-    }
-  if (cq == 0) {
-    m_w[warp * 16 + gq] = m0;
-    m_w[warp * 16 + gq + 8] = m1;
-    l_w[warp * 16 + gq] = l0;
-    l_w[warp * 16 + gq + 8] = l1;
-  }
-  __syncthreads();
-  if (tid < 16) {
-    float M = -INFINITY;
-    for (int w = 0; w < 4; ++w) M = fmaxf(M, m_w[w * 16 + tid]);
-    float Lsum = 0.0f;
-    for (int w = 0; w < 4; ++w) {
-      const float mw = m_w[w * 16 + tid];
-      const float f = mw == -INFINITY ? 0.0f : exp2f(mw - M);
-      m_w[w * 16 + tid] = f;  // now the warp's weight
-      Lsum += f * l_w[w * 16 + tid];
-    }
-    mfin_s[tid] = M;
-    lfin_s[tid] = Lsum;
-  }
-  __syncthreads();
-  // Combine in place into warp 0's slot: Os = Ow[0] with pitch D.
-  for (int idx = tid; idx < 16 * D; idx += kThreads) {
-    const int r = idx / D;
-    float v = 0.0f;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) v += m_w[w * 16 + r] * Ow[w * 16 * D + idx];
-    Ow[idx] = v;
-  }
-  __syncthreads();
-  write_tile<D>(p, Ow, D, mfin_s, lfin_s, row_end - row0, row0, tok0, kvh, split);
+  combine_warps_and_write<D>(p, o, 1.0f, m0, m1, l0, l1, big, m_w, row_end - row0, row0, tok0, kvh, split);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -740,10 +757,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
   uint8_t* big = smem;
   int8_t* Q8 = reinterpret_cast<int8_t*>(smem + L::oQ8);
   float* Qsc = reinterpret_cast<float*>(smem + L::oQsc);  // [16][NG]
-  float* m_w = reinterpret_cast<float*>(smem + L::oRow);
-  float* l_w = m_w + 64;
-  float* mfin_s = l_w + 64;
-  float* lfin_s = mfin_s + 16;
+  float* m_w = reinterpret_cast<float*>(smem + L::oRow);  // m, l [4][16], mfin, lfin [16]: combine_warps_and_write
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gq = lane / 4, cq = lane % 4;
@@ -980,49 +994,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
     if (has_b) pv(st + (PAIR - 1) * L::kSlice, sb);
   }
   cp_async_wait<0>();
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-  __syncthreads();
-  float* Ow = reinterpret_cast<float*>(big);
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = gq + (e / 2) * 8, c = nt * 8 + 2 * cq + (e % 2);
-      Ow[(warp * 16 + r) * D + c] = o[nt][e];
-    }
-  if (cq == 0) {
-    m_w[warp * 16 + gq] = m0;
-    m_w[warp * 16 + gq + 8] = m1;
-    l_w[warp * 16 + gq] = l0;
-    l_w[warp * 16 + gq + 8] = l1;
-  }
-  __syncthreads();
-  if (tid < 16) {
-    float M = -INFINITY;
-    for (int w = 0; w < 4; ++w) M = fmaxf(M, m_w[w * 16 + tid]);
-    float Lsum = 0.0f;
-    for (int w = 0; w < 4; ++w) {
-      const float mw = m_w[w * 16 + tid];
-      const float f = mw == -INFINITY ? 0.0f : exp2f(mw - M);
-      m_w[w * 16 + tid] = f;
-      Lsum += f * l_w[w * 16 + tid];
-    }
-    mfin_s[tid] = M;
-    lfin_s[tid] = Lsum;
-  }
-  __syncthreads();
-  for (int idx = tid; idx < 16 * D; idx += kThreads) {
-    const int r = idx / D;
-    float v = 0.0f;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) v += m_w[w * 16 + r] * Ow[w * 16 * D + idx];
-    Ow[idx] = v;
-  }
-  __syncthreads();
-  write_tile<D>(p, Ow, D, mfin_s, lfin_s, row_end - row0, row0, tok0, kvh, split);
+  combine_warps_and_write<D>(p, o, 1.0f, m0, m1, l0, l1, big, m_w, row_end - row0, row0, tok0, kvh, split);
 }
 
 #include "backend/cuda/attention_compressed.cuh"  // decode_comp_kernel (inside this namespace)

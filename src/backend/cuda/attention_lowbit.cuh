@@ -181,10 +181,7 @@ __global__ void __launch_bounds__(kThreads) decode_lowbit_kernel(KernelParams p)
   uint8_t* big = smem;
   uint16_t* Qs = reinterpret_cast<uint16_t*>(smem + L::oQs);
   float* qinv_s = reinterpret_cast<float*>(smem + L::oQinv);  // [16]
-  float* m_w = reinterpret_cast<float*>(smem + L::oRow);      // [4][16]
-  float* l_w = m_w + 64;                                       // [4][16]
-  float* mfin_s = l_w + 64;                                    // [16]
-  float* lfin_s = mfin_s + 16;                                 // [16]
+  float* m_w = reinterpret_cast<float*>(smem + L::oRow);  // m, l [4][16], mfin, lfin [16]: combine_warps_and_write
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gq = lane / 4, cq = lane % 4;
@@ -398,51 +395,9 @@ __global__ void __launch_bounds__(kThreads) decode_lowbit_kernel(KernelParams p)
     }
   }
   cp_async_wait<0>();
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
   // fp8 V: O back from units of s_ref * 2^-8 (the V codes' fp16 encoding).
   const float ofac = VN ? 1.0f : s_ref * 256.0f;
-  __syncthreads();  // all warps are done with their rings: `big` becomes the O exchange
-  float* Ow = reinterpret_cast<float*>(big);  // [4][16][D]
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = gq + (e / 2) * 8, c = nt * 8 + 2 * cq + (e % 2);
-      Ow[(warp * 16 + r) * D + c] = o[nt][e] * ofac;
-    }
-  if (cq == 0) {
-    m_w[warp * 16 + gq] = m0;
-    m_w[warp * 16 + gq + 8] = m1;
-    l_w[warp * 16 + gq] = l0;
-    l_w[warp * 16 + gq + 8] = l1;
-  }
-  __syncthreads();
-  if (tid < 16) {
-    float M = -INFINITY;
-    for (int w = 0; w < 4; ++w) M = fmaxf(M, m_w[w * 16 + tid]);
-    float Lsum = 0.0f;
-    for (int w = 0; w < 4; ++w) {
-      const float mw = m_w[w * 16 + tid];
-      const float f = mw == -INFINITY ? 0.0f : exp2f(mw - M);
-      m_w[w * 16 + tid] = f;
-      Lsum += f * l_w[w * 16 + tid];
-    }
-    mfin_s[tid] = M;
-    lfin_s[tid] = Lsum;
-  }
-  __syncthreads();
-  for (int idx = tid; idx < 16 * D; idx += kThreads) {
-    const int r = idx / D;
-    float v = 0.0f;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) v += m_w[w * 16 + r] * Ow[w * 16 * D + idx];
-    Ow[idx] = v;
-  }
-  __syncthreads();
-  write_tile<D>(p, Ow, D, mfin_s, lfin_s, row_end - row0, row0, tok0, kvh, split);
+  combine_warps_and_write<D>(p, o, ofac, m0, m1, l0, l1, big, m_w, row_end - row0, row0, tok0, kvh, split);
 }
 
 template <int D, bool KN, bool VN>
