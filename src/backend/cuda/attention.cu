@@ -171,6 +171,36 @@ __device__ void write_tile(const KernelParams& p, float* Os, int OP, const float
   }
 }
 
+// The work item of a decode CTA: query rows [row0, row_end) (of R = tokens x group) of one
+// chunk and kv head, and its KV split's pages [p_begin, p_begin + n_iter) of the n_keys keys
+// those rows see (causal), the splits dividing the pages evenly (the merge and the planner
+// assume this partition). M: rows per tile.
+struct DecodeTile {
+  int row0, kvh, split, tok0, start, g, R, row_end, n_keys, p_begin, n_iter;
+  const int32_t* table;
+};
+template <int M>
+__device__ __forceinline__ DecodeTile decode_tile(const KernelParams& p) {
+  DecodeTile t;
+  const int chunk = p.work[2 * blockIdx.x];
+  t.row0 = p.work[2 * blockIdx.x + 1];
+  t.kvh = blockIdx.y;
+  t.split = blockIdx.z;
+  const int32_t* ci = p.chunks + chunk * kChunkInts;
+  t.tok0 = ci[0];
+  t.start = ci[2];
+  t.table = p.tables + ci[3];
+  t.g = p.group;
+  t.R = ci[1] * t.g;
+  t.row_end = min(t.row0 + M, t.R);
+  t.n_keys = t.start + (t.row_end - 1) / t.g + 1;
+  const int n_pages = (t.n_keys + kPage - 1) / kPage;
+  const int pps = (n_pages + p.n_splits - 1) / p.n_splits;
+  t.p_begin = min(n_pages, t.split * pps);
+  t.n_iter = min(n_pages, t.p_begin + pps) - t.p_begin;
+  return t;
+}
+
 // End of the warp-independent decode walks (bf16, int8 and minifloat kernels): each of the 4
 // warps holds O [16 rows][D] in MMA accumulator fragments o (rows gq, gq + 8, columns
 // nt * 8 + 2 cq + {0, 1}), to be multiplied by ofac, the running max (m0, m1) of those rows and
@@ -550,19 +580,10 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gq = lane / 4, cq = lane % 4;
-  const int chunk = p.work[2 * blockIdx.x], row0 = p.work[2 * blockIdx.x + 1];
-  const int kvh = blockIdx.y, split = blockIdx.z;
-  const int32_t* ci = p.chunks + chunk * kChunkInts;
-  const int tok0 = ci[0], n_tok = ci[1], start = ci[2];
-  const int32_t* table = p.tables + ci[3];
-  const int g = p.group;
-  const int R = n_tok * g;
-  const int row_end = min(row0 + 16, R);
-  const int n_keys = start + (row_end - 1) / g + 1;
-  const int n_pages = (n_keys + kPage - 1) / kPage;
-  const int pps = (n_pages + p.n_splits - 1) / p.n_splits;
-  const int p_begin = min(n_pages, split * pps), p_end = min(n_pages, p_begin + pps);
-  const int n_iter = p_end - p_begin;
+  const DecodeTile t = decode_tile<16>(p);
+  const int row0 = t.row0, kvh = t.kvh, split = t.split, tok0 = t.tok0, start = t.start, g = t.g, R = t.R;
+  const int row_end = t.row_end, n_keys = t.n_keys, p_begin = t.p_begin, n_iter = t.n_iter;
+  const int32_t* table = t.table;
 
   load_q_tile<D>(p, reinterpret_cast<float*>(big), Qs, L::QP, 16, row0, R, tok0, kvh);
 
@@ -761,19 +782,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gq = lane / 4, cq = lane % 4;
-  const int chunk = p.work[2 * blockIdx.x], row0 = p.work[2 * blockIdx.x + 1];
-  const int kvh = blockIdx.y, split = blockIdx.z;
-  const int32_t* ci = p.chunks + chunk * kChunkInts;
-  const int tok0 = ci[0], n_tok = ci[1], start = ci[2];
-  const int32_t* table = p.tables + ci[3];
-  const int g = p.group;
-  const int R = n_tok * g;
-  const int row_end = min(row0 + 16, R);
-  const int n_keys = start + (row_end - 1) / g + 1;
-  const int n_pages = (n_keys + kPage - 1) / kPage;
-  const int pps = (n_pages + p.n_splits - 1) / p.n_splits;
-  const int p_begin = min(n_pages, split * pps), p_end = min(n_pages, p_begin + pps);
-  const int n_iter = p_end - p_begin;
+  const DecodeTile t = decode_tile<16>(p);
+  const int row0 = t.row0, kvh = t.kvh, split = t.split, tok0 = t.tok0, start = t.start, g = t.g, R = t.R;
+  const int row_end = t.row_end, n_keys = t.n_keys, p_begin = t.p_begin, n_iter = t.n_iter;
+  const int32_t* table = t.table;
 
   // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group) ----
   {

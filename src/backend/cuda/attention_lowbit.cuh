@@ -185,19 +185,10 @@ __global__ void __launch_bounds__(kThreads) decode_lowbit_kernel(KernelParams p)
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gq = lane / 4, cq = lane % 4;
-  const int chunk = p.work[2 * blockIdx.x], row0 = p.work[2 * blockIdx.x + 1];
-  const int kvh = blockIdx.y, split = blockIdx.z;
-  const int32_t* ci = p.chunks + chunk * kChunkInts;
-  const int tok0 = ci[0], n_tok = ci[1], start = ci[2];
-  const int32_t* table = p.tables + ci[3];
-  const int g = p.group;
-  const int R = n_tok * g;
-  const int row_end = min(row0 + 16, R);
-  const int n_keys = start + (row_end - 1) / g + 1;
-  const int n_pages = (n_keys + kPage - 1) / kPage;
-  const int pps = (n_pages + p.n_splits - 1) / p.n_splits;
-  const int p_begin = min(n_pages, split * pps), p_end = min(n_pages, p_begin + pps);
-  const int n_iter = p_end - p_begin;
+  const DecodeTile t = decode_tile<16>(p);
+  const int row0 = t.row0, kvh = t.kvh, split = t.split, tok0 = t.tok0, start = t.start, g = t.g, R = t.R;
+  const int row_end = t.row_end, n_keys = t.n_keys, p_begin = t.p_begin, n_iter = t.n_iter;
+  const int32_t* table = t.table;
 
   // ---- Q: fp32 -> rotate (K rotation) -> times 2^k per row -> fp16 ----
   {
