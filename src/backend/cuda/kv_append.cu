@@ -28,7 +28,6 @@ __global__ void append_bf16_kernel(KvAppendParams p) {
 }
 
 constexpr int kMaxD = 256;
-constexpr float kClamp = 16777216.0f;  // codecs/common.h kKvInputClamp
 
 // One warp per (token, kv head, side); 4 warps per block.
 __global__ void append_int8_kernel(KvAppendParams p) {
@@ -40,27 +39,8 @@ __global__ void append_int8_kernel(KvAppendParams p) {
   const int d = p.head_dim;
   float* x = buf[warp];
   const float* src = p.src + size_t(t) * p.ld + (side == 0 ? p.k_col : p.v_col) + size_t(h) * d;
-  for (int i = lane; i < d; i += 32) {
-    float v = src[i];
-    if (isnan(v)) v = 0.0f;
-    x[i] = fminf(fmaxf(v, -kClamp), kClamp);
-  }
-  __syncwarp();
-  if (side == 0 && p.k_rotate) {
-    // kv/hadamard.cpp order: stages h = 1, 2, 4, ...; pair (j, j + h) -> (a + b, a - b).
-    for (int hs = 1; hs < d; hs <<= 1) {
-      for (int q = lane; q < d / 2; q += 32) {
-        const int j = (q / hs) * 2 * hs + (q % hs);
-        const float a = x[j], b = x[j + hs];
-        x[j] = __fadd_rn(a, b);
-        x[j + hs] = __fsub_rn(a, b);
-      }
-      __syncwarp();
-    }
-    const float sc = __fdiv_rn(1.0f, __fsqrt_rn(float(d)));
-    for (int i = lane; i < d; i += 32) x[i] = __fmul_rn(x[i], sc);
-    __syncwarp();
-  }
+  load_row_for_codec(src, d, x, lane);
+  if (side == 0 && p.k_rotate) hadamard_blocks_rn(x, d, d, lane);
   uint8_t* pool = side == 0 ? p.k_pool : p.v_pool;
   uint8_t* blk = pool + (size_t(p.tok_page[t]) * p.n_kv_heads + h) * cache_block_bytes(CacheKind::Int8, d, side);
   // K codes are slot-major, V codes dim-major (kv_cache.h).
@@ -102,26 +82,10 @@ __global__ void append_compressed_kernel(KvAppendParams p, E8pTables e8p) {
   const int fmt = int(p.kind);
   float* x = buf[warp];
   const float* src = p.src + size_t(t) * p.ld + (side == 0 ? p.k_col : p.v_col) + size_t(h) * d;
-  for (int i = lane; i < d; i += 32) {
-    float v = src[i];
-    if (isnan(v)) v = 0.0f;
-    x[i] = fminf(fmaxf(v, -kClamp), kClamp);
-  }
-  __syncwarp();
+  load_row_for_codec(src, d, x, lane);
   // K: H_D over the head; V: H_64 per group (the butterfly stages below 64 never cross a group).
   const int n = side == 0 ? d : 64;
-  for (int hs = 1; hs < n; hs <<= 1) {
-    for (int q = lane; q < d / 2; q += 32) {
-      const int j = (q / hs) * 2 * hs + (q % hs);
-      const float a = x[j], b = x[j + hs];
-      x[j] = __fadd_rn(a, b);
-      x[j + hs] = __fsub_rn(a, b);
-    }
-    __syncwarp();
-  }
-  const float rs = __fdiv_rn(1.0f, __fsqrt_rn(float(n)));
-  for (int i = lane; i < d; i += 32) x[i] = __fmul_rn(x[i], rs);
-  __syncwarp();
+  hadamard_blocks_rn(x, d, n, lane);
 
   const CacheKind kind = p.kind;
   const size_t cb = cache_code_bytes(kind, d, side);

@@ -21,7 +21,6 @@ namespace ninfer::cuda {
 namespace {
 
 constexpr int kMaxD = 256;
-constexpr float kClamp = 16777216.0f;  // codecs/common.h kKvInputClamp
 
 __global__ void append_lowbit_kernel(KvAppendParams p) {
   __shared__ float buf[4][kMaxD];
@@ -33,28 +32,10 @@ __global__ void append_lowbit_kernel(KvAppendParams p) {
   const bool nv = cache_side_nvfp4(p.kind, side);
   float* x = buf[warp];
   const float* src = p.src + size_t(t) * p.ld + (side == 0 ? p.k_col : p.v_col) + size_t(h) * d;
-  for (int i = lane; i < d; i += 32) {
-    float v = src[i];
-    if (isnan(v)) v = 0.0f;
-    x[i] = fminf(fmaxf(v, -kClamp), kClamp);
-  }
-  __syncwarp();
+  load_row_for_codec(src, d, x, lane);
   // K: H_D over the head; nvfp4 V: H_64 per group; fp8 V: none.
   const int n = side == 0 ? d : (nv ? 64 : 1);
-  if (n > 1) {
-    for (int hs = 1; hs < n; hs <<= 1) {
-      for (int q = lane; q < d / 2; q += 32) {
-        const int j = (q / hs) * 2 * hs + (q % hs);
-        const float a = x[j], b = x[j + hs];
-        x[j] = __fadd_rn(a, b);
-        x[j + hs] = __fsub_rn(a, b);
-      }
-      __syncwarp();
-    }
-    const float rs = __fdiv_rn(1.0f, __fsqrt_rn(float(n)));
-    for (int i = lane; i < d; i += 32) x[i] = __fmul_rn(x[i], rs);
-    __syncwarp();
-  }
+  if (n > 1) hadamard_blocks_rn(x, d, n, lane);
   const size_t cb = cache_code_bytes(p.kind, d, side), sb = cache_scale_bytes(p.kind, d, side);
   uint8_t* pool = side == 0 ? p.k_pool : p.v_pool;
   uint8_t* blk = pool + (size_t(p.tok_page[t]) * p.n_kv_heads + h) * cache_block_bytes(p.kind, d, side);

@@ -249,6 +249,40 @@ __device__ __forceinline__ void expand_block8(int fmt, int side, const uint8_t* 
 }
 
 
+// ---- Row preparation of the append kernels (one warp per row, row in shared memory) ----
+
+constexpr float kAppendClamp = 16777216.0f;  // codecs/common.h kKvInputClamp
+
+// One K or V row as the CPU codecs prepare it: NaN -> 0, clamped to +-2^24. x: [d]. Ends with
+// __syncwarp.
+__device__ __forceinline__ void load_row_for_codec(const float* src, int d, float* x, int lane) {
+  for (int i = lane; i < d; i += 32) {
+    float v = src[i];
+    if (isnan(v)) v = 0.0f;
+    x[i] = fminf(fmaxf(v, -kAppendClamp), kAppendClamp);
+  }
+  __syncwarp();
+}
+
+// kv/hadamard.cpp's transform over consecutive blocks of n values (n = d: H_D over the head;
+// n = 64: H_64 per group), in its order: stages h = 1, 2, 4, ... < n, pair (j, j + h) ->
+// (a + b, a - b), then times 1 / sqrt(n), every operation explicitly rounded. Ends with
+// __syncwarp.
+__device__ __forceinline__ void hadamard_blocks_rn(float* x, int d, int n, int lane) {
+  for (int hs = 1; hs < n; hs <<= 1) {
+    for (int q = lane; q < d / 2; q += 32) {
+      const int j = (q / hs) * 2 * hs + (q % hs);
+      const float a = x[j], b = x[j + hs];
+      x[j] = __fadd_rn(a, b);
+      x[j + hs] = __fsub_rn(a, b);
+    }
+    __syncwarp();
+  }
+  const float rs = __fdiv_rn(1.0f, __fsqrt_rn(float(n)));
+  for (int i = lane; i < d; i += 32) x[i] = __fmul_rn(x[i], rs);
+  __syncwarp();
+}
+
 // ---- Expansion to int8 (decode_comp_kernel, attention_compressed.cuh) ----
 // Each returns the 8 values of one block as int8 bytes (value i in byte i % 4 of word i / 4),
 // on the integer grid of the format: doubled E8 coordinates 2y in [-16, 15] (scale s / 2),
