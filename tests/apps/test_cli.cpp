@@ -196,5 +196,28 @@ TEST(Cli, NeedleRetrievesAtShortLength) {
   EXPECT_EQ(j["accuracy"], j["by_length"]["512"]);
 }
 
+// bench --max-depth --fill-from: the sequence grows to the pool's share (pool tokens - gen - 2)
+// from a short prefill; bad combinations name the flag. (On the CPU the automatic pool is
+// max-context x sequences, so the depth is small here; the GPU runs are in BENCHMARKS.md.)
+TEST(Cli, BenchMaxDepthFillsThePool) {
+  NINFER_REQUIRE_MODEL("ref-qwen3-d256");
+  const std::string m = test::model_dir("ref-qwen3-d256").string();
+  std::string out;
+  int rc = test::run_command(ninfer_cmd("bench -m " + m + " --device cpu --kv-dtype rk2v4-e8 --max-depth --fill-from 128 "
+                                        "--prompt 0 --gen 2 --json 2>/dev/null"),
+                             &out);
+  ASSERT_EQ(rc, 0) << out;
+  const auto j = nlohmann::json::parse(out.substr(0, out.find('\n')));
+  const int cap = j["kv_capacity_tokens"].get<int>();
+  EXPECT_EQ(cap % 64, 0);
+  EXPECT_GE(cap, 192);
+  EXPECT_EQ(j["depth"].get<int>(), cap - 2 - 2);
+  EXPECT_EQ(j["decode_context"].get<int>(), cap - 2 - 2 + 1);
+  EXPECT_NE(j["capacity"].get<std::string>().find("rk2v4-e8"), std::string::npos);
+  expect_cli_error("bench -m " + m + " --device cpu --max-depth --fill-from 100 --prompt 0", "--fill-from 100");
+  expect_cli_error("bench -m " + m + " --device cpu --max-depth --depth 512 --prompt 0", "--max-depth");
+  expect_cli_error("bench -m " + m + " --device cpu --depth 128 --fill-from 256 --prompt 0", "--fill-from 256");
+}
+
 }  // namespace
 }  // namespace ninfer
