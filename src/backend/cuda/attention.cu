@@ -265,20 +265,26 @@ __device__ __forceinline__ void combine_warps_and_write(const KernelParams& p, c
   write_tile<D>(p, Ow, D, mfin_s, lfin_s, rows, row0, tok0, kvh, split);
 }
 
+// Q rows [row0, row0 + M) of a tile (rows past R, the chunk's end, are 0) from global fp32
+// into Qf [M][D], rotated by the format's K rotation. Ends after the rotation's last barrier.
+template <int D>
+__device__ __forceinline__ void load_q_rotated(const KernelParams& p, float* Qf, int M, int row0, int R, int tok0,
+                                               int kvh) {
+  const int g = p.group;
+  for (int idx = threadIdx.x; idx < M * D; idx += kThreads) {
+    const int r = idx / D, d = idx % D, gr = row0 + r;
+    Qf[idx] = gr < R ? p.q[size_t(tok0 + gr / g) * p.q_ld + size_t(kvh * g + gr % g) * D + d] : 0.0f;
+  }
+  __syncthreads();
+  smem_rotate<D>(Qf, M, D, p.q_rot);
+}
+
 // Q rows of a tile: fp32 from global -> Qf (rotated by the K rotation) -> bf16 Qs [M][QP].
 // Rows past the chunk's end are zero. Ends with a barrier.
 template <int D>
 __device__ void load_q_tile(const KernelParams& p, float* Qf, uint16_t* Qs, int QP, int M, int row0, int R, int tok0,
                             int kvh) {
-  const int g = p.group;
-  for (int idx = threadIdx.x; idx < M * D; idx += kThreads) {
-    const int r = idx / D, d = idx % D, gr = row0 + r;
-    float v = 0.0f;
-    if (gr < R) v = p.q[size_t(tok0 + gr / g) * p.q_ld + size_t(kvh * g + gr % g) * D + d];
-    Qf[idx] = v;
-  }
-  __syncthreads();
-  smem_rotate<D>(Qf, M, D, p.q_rot);
+  load_q_rotated<D>(p, Qf, M, row0, R, tok0, kvh);
   for (int idx = threadIdx.x; idx < M * D; idx += kThreads) Qs[(idx / D) * QP + idx % D] = f32_to_bf16_bits(Qf[idx]);
   __syncthreads();
 }
@@ -790,12 +796,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
   // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group) ----
   {
     float* Qf = reinterpret_cast<float*>(big);
-    for (int idx = tid; idx < 16 * D; idx += kThreads) {
-      const int r = idx / D, d = idx % D, gr = row0 + r;
-      Qf[idx] = gr < R ? p.q[size_t(tok0 + gr / g) * p.q_ld + size_t(kvh * g + gr % g) * D + d] : 0.0f;
-    }
-    __syncthreads();
-    smem_rotate<D>(Qf, 16, D, p.q_rot);
+    load_q_rotated<D>(p, Qf, 16, row0, R, tok0, kvh);
     // Four consecutive lanes share a (row, group), 16 values each.
     for (int u = tid; u < 16 * NG * 4; u += kThreads) {
       const int r = u / (NG * 4), grp = (u / 4) % NG, q = u % 4;

@@ -185,12 +185,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 && PIPE != 2 ? 3 : 2) decod
     }
   }
   // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group), as decode_int8_kernel ----
-  for (int idx = tid; idx < R8 * D; idx += kThreads) {
-    const int r = idx / D, d = idx % D, gr = row0 + r;
-    big[idx] = gr < R ? p.q[size_t(tok0 + gr / g) * p.q_ld + size_t(kvh * g + gr % g) * D + d] : 0.0f;
-  }
-  __syncthreads();
-  smem_rotate<D>(big, R8, D, p.q_rot);
+  load_q_rotated<D>(p, big, R8, row0, R, tok0, kvh);
   for (int u = tid; u < R8 * NG * 4; u += kThreads) {  // 32 NG threads: whole warps
     const int r = u / (NG * 4), grp = (u / 4) % NG, q = u % 4;
     const float* x = big + r * D + grp * 64 + q * 16;

@@ -193,12 +193,7 @@ __global__ void __launch_bounds__(kThreads) decode_lowbit_kernel(KernelParams p)
   // ---- Q: fp32 -> rotate (K rotation) -> times 2^k per row -> fp16 ----
   {
     float* Qf = reinterpret_cast<float*>(big);
-    for (int idx = tid; idx < 16 * D; idx += kThreads) {
-      const int r = idx / D, d = idx % D, gr = row0 + r;
-      Qf[idx] = gr < R ? p.q[size_t(tok0 + gr / g) * p.q_ld + size_t(kvh * g + gr % g) * D + d] : 0.0f;
-    }
-    __syncthreads();
-    smem_rotate<D>(Qf, 16, D, p.q_rot);
+    load_q_rotated<D>(p, Qf, 16, row0, R, tok0, kvh);
     const int r = tid / 8, sub = tid % 8;  // 8 consecutive lanes per row
     float amax = 0.0f;
     for (int d = sub; d < D; d += 8) amax = fmaxf(amax, fabsf(Qf[r * D + d]));
