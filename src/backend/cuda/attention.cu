@@ -385,21 +385,17 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
     if constexpr (KIND == 0) {
       Kt = st;
       Vt = st + L::kBlk;
-    } else if constexpr (KIND == 2) {
-      // Expand the compressed codes * fp16 scale -> bf16 into the swizzled working tiles.
+    } else if constexpr (KIND == 2 || KIND == 3) {
+      // Codes times their scales -> bf16 into the swizzled working tiles: int4 / E8 codes
+      // (KIND 2), fp8 / nvfp4 codes (KIND 3, attention_lowbit.cuh).
       uint8_t* Kw = big + STAGES * L::kStage;
       uint8_t* Vw = Kw + L::kTile;
-      expand_compressed_tile<D>(p, 0, st, kPage, valid, Kw, tid, kThreads);
-      expand_compressed_tile<D>(p, 1, st + L::kBlk, kPage, valid, Vw, tid, kThreads);
-      __syncthreads();
-      Kt = Kw;
-      Vt = Vw;
-    } else if constexpr (KIND == 3) {
-      // fp8 / nvfp4 codes (times their scales) -> bf16 working tiles (attention_lowbit.cuh).
-      uint8_t* Kw = big + STAGES * L::kStage;
-      uint8_t* Vw = Kw + L::kTile;
-      expand_lowbit_tile<D>(p, 0, st, kPage, valid, Kw, tid, kThreads);
-      expand_lowbit_tile<D>(p, 1, st + L::kBlk, kPage, valid, Vw, tid, kThreads);
+      auto expand = [&](int side, const uint8_t* src, uint8_t* dst) {
+        if constexpr (KIND == 2) expand_compressed_tile<D>(p, side, src, kPage, valid, dst, tid, kThreads);
+        else expand_lowbit_tile<D>(p, side, src, kPage, valid, dst, tid, kThreads);
+      };
+      expand(0, st, Kw);
+      expand(1, st + L::kBlk, Vw);
       __syncthreads();
       Kt = Kw;
       Vt = Vw;
