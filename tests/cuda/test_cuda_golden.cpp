@@ -16,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "copied_page_check.h"
 #include "cuda_test_util.h"
 #include "kv/format.h"
 #include "kv/page_table.h"
@@ -221,21 +222,8 @@ TEST_P(CudaGolden, CopiedPagesAttendLikeTheOriginals) {
   auto model = load_model(test::model_dir(GetParam()));
   auto be = make_cuda_backend(*model);
   for (const char* kv : {"bf16", "rk2v4-e8", "k8v4"}) {  // rk2v4-e8, k8v4: K and V blocks differ in size
-    be->init_kv(find_kv_format(kv), 6);
-    std::vector<int32_t> t;
-    for (int i = 0; i < 64; ++i) t.push_back(int32_t(3 + (i * 131) % 8000));
-    const int32_t x = 777;
-    std::vector<float> prompt_logits, a, b;
-    const int32_t bt_a[2] = {0, 1}, bt_b[2] = {4, 2};
-    SeqChunk fill{t.data(), 64, 0, bt_a, 2, false};
-    be->forward({&fill, 1}, prompt_logits);
-    SeqChunk step_a{&x, 1, 64, bt_a, 2, false};
-    be->forward({&step_a, 1}, a);
-    const int32_t src[1] = {0}, dst[1] = {4};
-    be->copy_kv_pages(src, dst);
-    SeqChunk step_b{&x, 1, 64, bt_b, 2, false};
-    be->forward({&step_b, 1}, b);
-    EXPECT_EQ(a, b) << kv;
+    const test::CopiedPageRun r = test::run_copied_page_check(*be, find_kv_format(kv));
+    EXPECT_EQ(r.original, r.copied) << kv;
   }
 }
 

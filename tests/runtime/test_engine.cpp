@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/backend.h"
+#include "copied_page_check.h"
 #include "model/model.h"
 #include "runtime/engine.h"
 #include "test_paths.h"
@@ -115,21 +116,9 @@ TEST(EnginePaged, CopiedPagesAttendLikeTheOriginals) {
   auto model = load_model(test::model_dir("ref-qwen3-d256"));
   auto be = make_cpu_backend(*model, {});
   for (const char* kv : {"f32", "rk2v4-e8"}) {
-    be->init_kv(find_kv_format(kv), 6);
-    const std::vector<int32_t> t = tokens(64);
-    const int32_t x = 777;
-    std::vector<float> prompt_logits, a, b;
-    const int32_t bt_a[2] = {0, 1}, bt_b[2] = {4, 2};
-    SeqChunk fill{t.data(), 64, 0, bt_a, 2, false};
-    be->forward({&fill, 1}, prompt_logits);
-    SeqChunk step_a{&x, 1, 64, bt_a, 2, false};
-    be->forward({&step_a, 1}, a);
-    const int32_t src[1] = {0}, dst[1] = {4};
-    be->copy_kv_pages(src, dst);
-    SeqChunk step_b{&x, 1, 64, bt_b, 2, false};
-    be->forward({&step_b, 1}, b);
-    EXPECT_EQ(a, b) << kv;
-    const int32_t same[1] = {4}, bad[1] = {6};
+    const test::CopiedPageRun r = test::run_copied_page_check(*be, find_kv_format(kv));
+    EXPECT_EQ(r.original, r.copied) << kv;
+    const int32_t src[1] = {0}, same[1] = {4}, bad[1] = {6};
     EXPECT_THROW(be->copy_kv_pages(same, same), Error);
     EXPECT_THROW(be->copy_kv_pages(src, bad), Error);
   }
