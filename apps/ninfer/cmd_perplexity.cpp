@@ -80,7 +80,7 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
     // (automatic capacity would take all of a GPU's memory for the first format, and the
     // --kl-ref or later formats re-create the pool at the same token count).
     if (o.kv_capacity == 0) o.kv_capacity = o.max_context;
-    const KvFormat* ref = c->kl_ref.empty() ? nullptr : &find_kv_format(c->kl_ref);
+    const KvFormat* ref = c->kl_ref.empty() ? nullptr : &find_kv_format(c->kl_ref, "--kl-ref");
     std::string text = read_file(c->file);
     auto eng = Engine::create(c->ef.model_dir, o);
     for (const KvFormat* f : fmts) f->check_head_dim(eng->config().head_dim);

@@ -46,11 +46,11 @@ std::string kv_format_names_joined(std::string_view sep) {
   return s;
 }
 
-const KvFormat& find_kv_format(std::string_view name) {
+const KvFormat& find_kv_format(std::string_view name, std::string_view flag) {
   for (const KvFormat* f : kv_formats()) {
     if (f->name == name) return *f;
   }
-  fail("unknown --kv-dtype '{}'; valid formats: {}", name, kv_format_names_joined());
+  fail("unknown {} '{}'; valid formats: {}", flag, name, kv_format_names_joined());
 }
 
 void rotate_kv(KvRotation r, float* x, int head_dim) {

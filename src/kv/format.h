@@ -70,7 +70,8 @@ struct KvFormat {
 // All registered formats, in table order.
 std::span<const KvFormat* const> kv_formats();
 // Looks a format up by name; an unknown name throws an Error that lists the valid ones.
-const KvFormat& find_kv_format(std::string_view name);
+// Throws Error naming `flag` and the valid names when `name` is not a format.
+const KvFormat& find_kv_format(std::string_view name, std::string_view flag = "--kv-dtype");
 std::string kv_format_names_joined(std::string_view sep = ", ");
 
 // Applies (and, being self-inverse, undoes) a rotation in place. x: [head_dim]

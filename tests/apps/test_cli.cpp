@@ -109,6 +109,8 @@ TEST(Cli, MalformedInputsGiveClearErrors) {
   expect_cli_error("run -m " + special.string() + " --chat -p hi", "<|eot_id|>");
   expect_cli_error("run -m /nonexistent/model -p hi", "/nonexistent/model");
   expect_cli_error("run -m " + test::model_dir(m).string() + " -p hi --kv-dtype int3", "unknown --kv-dtype 'int3'");
+  expect_cli_error("perplexity -m " + test::model_dir(m).string() + " -f " + (test::test_data_dir() / "configs" / "llama3-8b.json").string() +
+                       " --kl-ref nope", "unknown --kl-ref 'nope'");
   expect_cli_error("run -m " + test::model_dir(m).string() + " -p hi --top-p 0", "top_p");
   expect_cli_error("run -m " + test::model_dir("stories260k").string() + " -p hi --kv-dtype int8",
                    "head_dim to be a multiple of 64");
