@@ -119,12 +119,13 @@ struct SmemLayout {
 // In-place normalised Hadamard transform of rows of `x` ([rows][pitch] fp32 in shared
 // memory): rot 1 = over the first n = D values, rot 2 = over each 64-group. All threads of
 // the CTA take part; ends with a barrier.
-template <int D>
-__device__ void smem_rotate(float* x, int rows, int pitch, int rot) {
-  if (rot == 0) return;
-  const int n = rot == 1 ? D : 64;
+// N: the transform's length (D or 64), a compile-time constant so that the butterfly index
+// arithmetic of every (unrolled) stage is shifts and masks, not integer divisions.
+template <int N, int D>
+__device__ void smem_rotate_n(float* x, int rows, int pitch) {
   const int pairs = rows * (D / 2);
-  for (int h = 1; h < n; h <<= 1) {
+#pragma unroll
+  for (int h = 1; h < N; h <<= 1) {
     for (int q = threadIdx.x; q < pairs; q += kThreads) {
       const int r = q / (D / 2), pr = q % (D / 2);
       const int j = (pr / h) * 2 * h + (pr % h);
@@ -135,9 +136,19 @@ __device__ void smem_rotate(float* x, int rows, int pitch, int rot) {
     }
     __syncthreads();
   }
-  const float sc = 1.0f / sqrtf(float(n));
+  const float sc = 1.0f / sqrtf(float(N));
   for (int q = threadIdx.x; q < rows * D; q += kThreads) x[(q / D) * pitch + q % D] *= sc;
   __syncthreads();
+}
+
+template <int D>
+__device__ void smem_rotate(float* x, int rows, int pitch, int rot) {
+  if (rot == 0) return;
+  if (rot == 1) {
+    smem_rotate_n<D, D>(x, rows, pitch);
+  } else {
+    smem_rotate_n<64, D>(x, rows, pitch);
+  }
 }
 
 // Output of one tile: Os [rows][OP] fp32 unnormalised O, mfin/lfin per row. One split:
@@ -1079,11 +1090,12 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
 
 #include "backend/cuda/attention_compressed.cuh"  // decode_comp_kernel (inside this namespace)
 
-// Which loop decode_comp_kernel runs (PIPE): NINFER_CUDA_COMP_PIPE=0, 1 or 2, default 1.
+// Which loop decode_comp_kernel runs (PIPE): NINFER_CUDA_COMP_PIPE=0, 1 or 2, default 0 (see
+// docs/BENCHMARKS.md for the three measured against each other).
 int comp_pipe() {
   static const int v = [] {
     const char* e = std::getenv("NINFER_CUDA_COMP_PIPE");
-    return e && (e[0] == '0' || e[0] == '2') ? e[0] - '0' : 1;
+    return e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
   }();
   return v;
 }
