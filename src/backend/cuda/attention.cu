@@ -1090,12 +1090,12 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
 
 #include "backend/cuda/attention_compressed.cuh"  // decode_comp_kernel (inside this namespace)
 
-// Which loop decode_comp_kernel runs (PIPE): NINFER_CUDA_COMP_PIPE=0, 1 or 2, default 0 (see
-// docs/BENCHMARKS.md for the three measured against each other).
+// Which loop decode_comp_kernel runs (PIPE): NINFER_CUDA_COMP_PIPE=0..3, default 0 (see
+// docs/BENCHMARKS.md for the variants measured against each other).
 int comp_pipe() {
   static const int v = [] {
     const char* e = std::getenv("NINFER_CUDA_COMP_PIPE");
-    return e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
+    return e && e[0] >= '1' && e[0] <= '3' ? e[0] - '0' : 0;
   }();
   return v;
 }
@@ -1231,7 +1231,11 @@ void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
   } else {
     // The compressed kinds: straight from the codes (attention_compressed.cuh), 8-row tiles.
     const int pipe = comp_pipe();
-    if (pipe == 2) {
+    if (pipe == 3) {
+      if (kp.fmt == int(CacheKind::Int4)) decode_comp_kernel<D, 2, 3><<<grid, kThreads, 0, s>>>(kp);
+      else if (kp.fmt == int(CacheKind::Rk4)) decode_comp_kernel<D, 3, 3><<<grid, kThreads, 0, s>>>(kp);
+      else decode_comp_kernel<D, 4, 3><<<grid, kThreads, 0, s>>>(kp);
+    } else if (pipe == 2) {
       if (kp.fmt == int(CacheKind::Int4)) decode_comp_kernel<D, 2, 2><<<grid, kThreads, 0, s>>>(kp);
       else if (kp.fmt == int(CacheKind::Rk4)) decode_comp_kernel<D, 3, 2><<<grid, kThreads, 0, s>>>(kp);
       else decode_comp_kernel<D, 4, 2><<<grid, kThreads, 0, s>>>(kp);
@@ -1300,7 +1304,8 @@ int occupancy_decode(CacheKind kind) {
   } else {
     const int f = int(kind), pipe = comp_pipe();
     auto occ = [&](auto fn) { NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kThreads, 0)); };
-    if (pipe == 2) f == 2 ? occ(decode_comp_kernel<D, 2, 2>) : f == 3 ? occ(decode_comp_kernel<D, 3, 2>) : occ(decode_comp_kernel<D, 4, 2>);
+    if (pipe == 3) f == 2 ? occ(decode_comp_kernel<D, 2, 3>) : f == 3 ? occ(decode_comp_kernel<D, 3, 3>) : occ(decode_comp_kernel<D, 4, 3>);
+    else if (pipe == 2) f == 2 ? occ(decode_comp_kernel<D, 2, 2>) : f == 3 ? occ(decode_comp_kernel<D, 3, 2>) : occ(decode_comp_kernel<D, 4, 2>);
     else if (pipe == 1) f == 2 ? occ(decode_comp_kernel<D, 2, 1>) : f == 3 ? occ(decode_comp_kernel<D, 3, 1>) : occ(decode_comp_kernel<D, 4, 1>);
     else f == 2 ? occ(decode_comp_kernel<D, 2, 0>) : f == 3 ? occ(decode_comp_kernel<D, 3, 0>) : occ(decode_comp_kernel<D, 4, 0>);
   }
