@@ -122,12 +122,13 @@ struct SmemLayout {
 // In-place normalised Hadamard transform of rows of `x` ([rows][pitch] fp32 in shared
 // memory): rot 1 = over the first n = D values, rot 2 = over each 64-group. All threads of
 // the CTA take part; ends with a barrier.
-template <int D>
-__device__ void smem_rotate(float* x, int rows, int pitch, int rot) {
-  if (rot == 0) return;
-  const int n = rot == 1 ? D : 64;
+// N: the transform's length (D or 64), a compile-time constant so that the butterfly index
+// arithmetic of every (unrolled) stage is shifts and masks, not integer divisions.
+template <int N, int D>
+__device__ void smem_rotate_n(float* x, int rows, int pitch) {
   const int pairs = rows * (D / 2);
-  for (int h = 1; h < n; h <<= 1) {
+#pragma unroll
+  for (int h = 1; h < N; h <<= 1) {
     for (int q = threadIdx.x; q < pairs; q += kThreads) {
       const int r = q / (D / 2), pr = q % (D / 2);
       const int j = (pr / h) * 2 * h + (pr % h);
@@ -138,9 +139,19 @@ __device__ void smem_rotate(float* x, int rows, int pitch, int rot) {
     }
     __syncthreads();
   }
-  const float sc = 1.0f / sqrtf(float(n));
+  const float sc = 1.0f / sqrtf(float(N));
   for (int q = threadIdx.x; q < rows * D; q += kThreads) x[(q / D) * pitch + q % D] *= sc;
   __syncthreads();
+}
+
+template <int D>
+__device__ void smem_rotate(float* x, int rows, int pitch, int rot) {
+  if (rot == 0) return;
+  if (rot == 1) {
+    smem_rotate_n<D, D>(x, rows, pitch);
+  } else {
+    smem_rotate_n<64, D>(x, rows, pitch);
+  }
 }
 
 // Output of one tile: Os [rows][OP] fp32 unnormalised O, mfin/lfin per row. One split:
@@ -1008,11 +1019,12 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
 
 #include "backend/cuda/attention_compressed.cuh"  // decode_comp_kernel (inside this namespace)
 
-// Which loop decode_comp_kernel runs (PIPE): NINFER_CUDA_COMP_PIPE=0, 1 or 2, default 1.
+// Which loop decode_comp_kernel runs (PIPE): NINFER_CUDA_COMP_PIPE=0..3, default 0 (see
+// docs/BENCHMARKS.md for the variants measured against each other).
 int comp_pipe() {
   static const int v = [] {
     const char* e = std::getenv("NINFER_CUDA_COMP_PIPE");
-    return e && (e[0] == '0' || e[0] == '2') ? e[0] - '0' : 1;
+    return e && e[0] >= '1' && e[0] <= '3' ? e[0] - '0' : 0;
   }();
   return v;
 }
@@ -1148,7 +1160,11 @@ void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
   } else {
     // The compressed kinds: straight from the codes (attention_compressed.cuh), 8-row tiles.
     const int pipe = comp_pipe();
-    if (pipe == 2) {
+    if (pipe == 3) {
+      if (kp.fmt == int(CacheKind::Int4)) decode_comp_kernel<D, 2, 3><<<grid, kThreads, 0, s>>>(kp);
+      else if (kp.fmt == int(CacheKind::Rk4)) decode_comp_kernel<D, 3, 3><<<grid, kThreads, 0, s>>>(kp);
+      else decode_comp_kernel<D, 4, 3><<<grid, kThreads, 0, s>>>(kp);
+    } else if (pipe == 2) {
       if (kp.fmt == int(CacheKind::Int4)) decode_comp_kernel<D, 2, 2><<<grid, kThreads, 0, s>>>(kp);
       else if (kp.fmt == int(CacheKind::Rk4)) decode_comp_kernel<D, 3, 2><<<grid, kThreads, 0, s>>>(kp);
       else decode_comp_kernel<D, 4, 2><<<grid, kThreads, 0, s>>>(kp);
@@ -1220,7 +1236,8 @@ int occupancy_decode(CacheKind kind) {
   } else {
     const int f = int(kind), pipe = comp_pipe();
     auto occ = [&](auto fn) { NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kThreads, 0)); };
-    if (pipe == 2) f == 2 ? occ(decode_comp_kernel<D, 2, 2>) : f == 3 ? occ(decode_comp_kernel<D, 3, 2>) : occ(decode_comp_kernel<D, 4, 2>);
+    if (pipe == 3) f == 2 ? occ(decode_comp_kernel<D, 2, 3>) : f == 3 ? occ(decode_comp_kernel<D, 3, 3>) : occ(decode_comp_kernel<D, 4, 3>);
+    else if (pipe == 2) f == 2 ? occ(decode_comp_kernel<D, 2, 2>) : f == 3 ? occ(decode_comp_kernel<D, 3, 2>) : occ(decode_comp_kernel<D, 4, 2>);
     else if (pipe == 1) f == 2 ? occ(decode_comp_kernel<D, 2, 1>) : f == 3 ? occ(decode_comp_kernel<D, 3, 1>) : occ(decode_comp_kernel<D, 4, 1>);
     else f == 2 ? occ(decode_comp_kernel<D, 2, 0>) : f == 3 ? occ(decode_comp_kernel<D, 3, 0>) : occ(decode_comp_kernel<D, 4, 0>);
   }

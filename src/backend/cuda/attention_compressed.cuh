@@ -139,9 +139,11 @@ __device__ __forceinline__ float scale_of(const uint32_t* w, int grp) {
 // PIPE 1: the software pipeline below; 0: two register sets, one slice per step (load the
 // next slice, then compute the current one). Chosen at run time (NINFER_CUDA_COMP_PIPE,
 // attention.cu) while both are measured.
-// PIPE 2: the pipeline with 2 CTAs per SM at head_dim <= 128 (more registers, no spills).
+// PIPE 2: the pipeline with 2 CTAs per SM at head_dim <= 128 (more registers, no spills);
+// 3: PIPE 0's loop with 4 CTAs per SM at head_dim <= 128 (128 registers: a few spills).
 template <int D, int FMT, int PIPE>
-__global__ void __launch_bounds__(kThreads, D <= 128 && PIPE != 2 ? 3 : 2) decode_comp_kernel(KernelParams p) {
+__global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE == 3 ? 4 : 3)) : 2)
+    decode_comp_kernel(KernelParams p) {
   constexpr int NG = D / 64, R8 = kCompRows;
   constexpr int KCB = FMT == 4 ? D / 4 : D / 2, VCB = D / 2;  // code bytes per row
   constexpr size_t KBLK = size_t(kPage) * (KCB + 2 * NG), VBLK = size_t(kPage) * (VCB + 2 * NG);
@@ -464,7 +466,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 && PIPE != 2 ? 3 : 2) decod
   // slice i + 3 and V of slice i + 2 into the sets it has just freed. Page ids are read one
   // step before their loads. Slices past the split's end (at most two per warp) run on a valid
   // page with every key masked.
-  if (PIPE == 0) {
+  if (PIPE == 0 || PIPE == 3) {
     Slice sa, sb;
     auto load = [&](Slice& st, int page) {
       loadK(st, page);
