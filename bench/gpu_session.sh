@@ -1,6 +1,6 @@
 #!/bin/bash
 # One GPU session on a fresh machine, from the repository root (see docs/GPU.md):
-#   bench/gpu_session.sh STAGE...      stages: build test attn sdpa e2e
+#   bench/gpu_session.sh STAGE...      stages: build test attn pipes pattn sdpa e2e e2ec ctxmax serve ncu
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
@@ -69,6 +69,21 @@ for stage in "$@"; do
       echo "attention $shape exit $?"; grep -v "^{" "$OUT/attn_tmp.txt"; grep "^{" "$OUT/attn_tmp.txt" >> "$OUT/attn.jsonl"
     done
     rm -f "$OUT/attn_tmp.txt" ;;
+  pipes)
+    # The loop variants of the compressed decode kernel (NINFER_CUDA_COMP_PIPE 1..3; 0, the
+    # default, is in attn) on int4/rk4v4-e8/rk2v4-e8 -> $OUT/pipes.jsonl (a "pipe" field added)
+    stamp pipes
+    : > "$OUT/pipes.jsonl"
+    for pipe in 1 2 3; do
+      for shape in 32/8/128 16/2/256; do
+        IFS=/ read -r hq hkv d <<< "$shape"
+        echo "+ NINFER_CUDA_COMP_PIPE=$pipe ninfer bench --attention --kv-dtype int4,rk4v4-e8,rk2v4-e8 --ctx 32768,131072 --batch 1,8 --heads $hq/$hkv --head-dim $d --json" >> "$OUT/bench.log"
+        NINFER_CUDA_COMP_PIPE=$pipe timeout 200 "$BIN/ninfer" bench --attention --kv-dtype int4,rk4v4-e8,rk2v4-e8 \
+          --ctx 32768,131072 --batch 1,8 --heads "$hq/$hkv" --head-dim "$d" --json 2>> "$OUT/bench.log" \
+          | grep "^{" | sed "s/^{/{\"pipe\":$pipe,/" >> "$OUT/pipes.jsonl"
+        echo "pipes $pipe $shape exit $?"
+      done
+    done ;;
   pattn)
     stamp pattn
     : > "$OUT/pattn.jsonl"
