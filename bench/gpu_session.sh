@@ -1,6 +1,6 @@
 #!/bin/bash
 # One GPU session on a fresh machine, from the repository root (see docs/GPU.md):
-#   bench/gpu_session.sh STAGE...      stages: build test attn pipes pattn sdpa e2e e2ec ctxmax serve ncu
+#   bench/gpu_session.sh STAGE...      stages: build test retest attn attnenv pipes pattn sdpa e2e e2ec ctxmax serve ncu
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
@@ -28,6 +28,7 @@ ATTN_FORMATS=${ATTN_FORMATS:-bf16,int8}
 ATTN_SHAPES=${ATTN_SHAPES:-32/8/128 16/2/256 24/4/256}
 ATTN_CTX=${ATTN_CTX:-8192,32768,131072}
 ATTN_BATCH=${ATTN_BATCH:-1,8}
+PIPE_FORMATS=${PIPE_FORMATS:-int4,rk4v4-e8,rk2v4-e8}
 mkdir -p "$OUT"
 ROOT=$(pwd)
 export NINFER_SHARED_DIR=${NINFER_SHARED_DIR:-$ROOT/.carry/shared}
@@ -57,6 +58,7 @@ for stage in "$@"; do
     stamp test
     timeout 400 "$BIN/test_cuda" --gtest_color=no > "$OUT/test.log" 2>&1
     echo "test_cuda exit $?" | tee -a "$OUT/session.log"
+    grep -E "^\[  (PASSED|FAILED) " "$OUT/test.log" >> "$OUT/session.log"
     grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[ (attn|golden|int8|int4|rk|fp8|nvfp4|k8v4)|Failure|error:|Expected|Which is|actual|got " "$OUT/test.log" | head -120 ;;
   attn)
     stamp attn
@@ -70,20 +72,39 @@ for stage in "$@"; do
     done
     rm -f "$OUT/attn_tmp.txt" ;;
   pipes)
-    # The loop variants of the compressed decode kernel (NINFER_CUDA_COMP_PIPE 1..3; 0, the
-    # default, is in attn) on int4/rk4v4-e8/rk2v4-e8 -> $OUT/pipes.jsonl (a "pipe" field added)
+    # The loop variants of the register decode kernel (NINFER_CUDA_COMP_PIPE 1..3; 0, the
+    # default, is in attn) on PIPE_FORMATS -> $OUT/pipes.jsonl (a "pipe" field added)
     stamp pipes
     : > "$OUT/pipes.jsonl"
     for pipe in 1 2 3; do
       for shape in 32/8/128 16/2/256; do
         IFS=/ read -r hq hkv d <<< "$shape"
-        echo "+ NINFER_CUDA_COMP_PIPE=$pipe ninfer bench --attention --kv-dtype int4,rk4v4-e8,rk2v4-e8 --ctx 32768,131072 --batch 1,8 --heads $hq/$hkv --head-dim $d --json" >> "$OUT/bench.log"
-        NINFER_CUDA_COMP_PIPE=$pipe timeout 200 "$BIN/ninfer" bench --attention --kv-dtype int4,rk4v4-e8,rk2v4-e8 \
+        echo "+ NINFER_CUDA_COMP_PIPE=$pipe ninfer bench --attention --kv-dtype $PIPE_FORMATS --ctx 32768,131072 --batch 1,8 --heads $hq/$hkv --head-dim $d --json" >> "$OUT/bench.log"
+        NINFER_CUDA_COMP_PIPE=$pipe timeout 200 "$BIN/ninfer" bench --attention --kv-dtype "$PIPE_FORMATS" \
           --ctx 32768,131072 --batch 1,8 --heads "$hq/$hkv" --head-dim "$d" --json 2>> "$OUT/bench.log" \
           | grep "^{" | sed "s/^{/{\"pipe\":$pipe,/" >> "$OUT/pipes.jsonl"
         echo "pipes $pipe $shape exit $?"
       done
     done ;;
+  attnenv)
+    # attn's table again with the environment ATTN_ENV (e.g. NINFER_CUDA_INT8_DECODE=smem)
+    # -> $OUT/attn_env.jsonl (an "env" field added)
+    stamp "attnenv $ATTN_ENV"
+    : > "$OUT/attn_env.jsonl"
+    for shape in $ATTN_SHAPES; do
+      IFS=/ read -r hq hkv d <<< "$shape"
+      echo "+ $ATTN_ENV ninfer bench --attention --kv-dtype $ATTN_FORMATS --ctx $ATTN_CTX --batch $ATTN_BATCH --heads $hq/$hkv --head-dim $d --json" >> "$OUT/bench.log"
+      env $ATTN_ENV timeout 200 "$BIN/ninfer" bench --attention --kv-dtype "$ATTN_FORMATS" --ctx "$ATTN_CTX" \
+        --batch "$ATTN_BATCH" --heads "$hq/$hkv" --head-dim "$d" --json 2>> "$OUT/bench.log" \
+        | grep "^{" | sed "s/^{/{\"env\":\"$ATTN_ENV\",/" >> "$OUT/attn_env.jsonl"
+      echo "attnenv $shape exit $?"
+    done ;;
+  retest)
+    # test_cuda again with the environment RETEST_ENV and the filter RETEST_FILTER -> $OUT/retest.log
+    stamp "retest $RETEST_ENV $RETEST_FILTER"
+    env $RETEST_ENV timeout 300 "$BIN/test_cuda" --gtest_color=no --gtest_filter="$RETEST_FILTER" > "$OUT/retest.log" 2>&1
+    echo "test_cuda ($RETEST_ENV) exit $?" | tee -a "$OUT/session.log"
+    grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure" "$OUT/retest.log" | head -40 ;;
   pattn)
     stamp pattn
     : > "$OUT/pattn.jsonl"

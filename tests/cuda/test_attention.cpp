@@ -17,7 +17,8 @@
 // tensor cores with exact fp16 K/V values (e4m3 codes times 2^-8, e2m1 times e4m3 scale); Q
 // (scaled per row by a power of two into [2^14, 2^15)) and P (fp8 V: p s_j / s_ref <= 1)
 // are rounded to fp16, relative 2^-11 (absolute 2^-25 below 2^-14 for P): smaller than the
-// bf16 kernel's terms. Its prefill rounds fp8 values times their scale to bf16 (2^-9, as
+// bf16 kernel's terms. int8's decode (the register kernel) runs P V the same way: exact fp16
+// V codes, P = p s_j / s_ref per 64-group rounded to fp16. Its prefill rounds fp8 values times their scale to bf16 (2^-9, as
 // int8's). So the same bounds hold. So: max |err| <= 2e-2 and relative L2
 // error <= 1e-2 (METHOD: bf16 operands land between 1e-3 and 1e-2). NaN fails (the output
 // is poisoned with NaN before the run).
@@ -46,6 +47,10 @@ struct AttnCase {
   std::vector<SeqSpec> seqs;
   int forced_splits;  // 0: automatic
   float q_scale;      // larger: peakier softmax
+  // > 0: V rows scaled by 2^-(v_spread * u), u in [0, 1] varying over the positions (tiny
+  // and large V scales interleaved: the running V-scale maxima of the int8 / fp8 decode
+  // kernels grow many times during a walk, and small rows' P operands go far below 1).
+  float v_spread = 0.0f;
 };
 
 void PrintTo(const AttnCase& c, std::ostream* os) { *os << c.name; }
@@ -87,6 +92,11 @@ TEST_P(PagedAttentionTest, MatchesFp64ReferenceOnDecodedCache) {
   // K/V source rows for every cached position, appended by the GPU kernel.
   const int ld = 2 * nkv * d;
   std::vector<float> kv = test::random_floats(size_t(total_ctx) * ld, seed);
+  if (c.v_spread > 0.0f)
+    for (int t = 0; t < total_ctx; ++t) {
+      const float f = std::exp2(-c.v_spread * float((t * 37) % 101) / 100.0f);
+      for (int j = nkv * d; j < ld; ++j) kv[size_t(t) * ld + size_t(j)] *= f;
+    }
   std::vector<int32_t> tok_page, tok_slot;
   for (size_t s = 0; s < c.seqs.size(); ++s)
     for (int p = 0; p < c.seqs[s].start + c.seqs[s].n_tokens; ++p) {
@@ -231,6 +241,11 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{"int8_d256_g8_mixed", "int8", 256, 16, 2, kMixed, 0, 3.0f},
         AttnCase{"int8_d128_g4_long_auto", "int8", 128, 32, 8, kLong, 0, 3.0f},
         AttnCase{"int8_d256_g4_long_split5", "int8", 256, 8, 2, kLong, 5, 3.0f},
+        AttnCase{"int8_d128_g4_long_vspread", "int8", 128, 32, 8, kLong, 0, 3.0f, 14.0f},
+        AttnCase{"int8_d256_g8_mixed_vspread", "int8", 256, 16, 2, kMixed, 0, 3.0f, 14.0f},
+        AttnCase{"int8_d64_g3_long_split3_vspread", "int8", 64, 12, 4, kLong, 3, 3.0f, 14.0f},
+        AttnCase{"fp8_d128_g4_long_vspread", "fp8", 128, 32, 8, kLong, 0, 3.0f, 14.0f},
+        AttnCase{"rk4v4_e8_d128_g4_long_vspread", "rk4v4-e8", 128, 32, 8, kLong, 0, 3.0f, 14.0f},
         AttnCase{"int4_d128_g4_mixed", "int4", 128, 8, 2, kMixed, 0, 3.0f},
         AttnCase{"int4_d64_g1_long_split3", "int4", 64, 4, 4, kLong, 3, 3.0f},
         AttnCase{"rk4v4_e8_d128_g4_mixed", "rk4v4-e8", 128, 8, 2, kMixed, 0, 3.0f},

@@ -1029,6 +1029,54 @@ int comp_pipe() {
   return v;
 }
 
+// int8 decode: decode_comp_kernel's register path (FMT 1), unless NINFER_CUDA_INT8_DECODE=smem
+// selects decode_int8_kernel (the cp.async ring through shared memory), kept while both are
+// measured against each other.
+bool int8_register_decode() {
+  static const bool v = [] {
+    const char* e = std::getenv("NINFER_CUDA_INT8_DECODE");
+    return !(e && std::strcmp(e, "smem") == 0);
+  }();
+  return v;
+}
+
+// The kinds whose decode runs decode_comp_kernel (8-row tiles, up to kMaxSplits splits).
+bool register_decode(CacheKind k) {
+  return k == CacheKind::Int4 || k == CacheKind::Rk4 || k == CacheKind::Rk2 ||
+         (k == CacheKind::Int8 && int8_register_decode());
+}
+
+// decode_comp_kernel<D, FMT, PIPE> for the run-time PIPE: launch, or (grid.x == 0) its occupancy.
+template <int D, int FMT>
+int comp_kernel_call(int pipe, dim3 grid, const KernelParams& kp, cudaStream_t s) {
+  auto go = [&](auto kernel) {
+    int n = 0;
+    if (grid.x == 0) {
+      NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, 0));
+    } else {
+      kernel<<<grid, kThreads, 0, s>>>(kp);
+    }
+    return n;
+  };
+  switch (pipe) {
+    case 1: return go(decode_comp_kernel<D, FMT, 1>);
+    case 2: return go(decode_comp_kernel<D, FMT, 2>);
+    case 3: return go(decode_comp_kernel<D, FMT, 3>);
+    default: return go(decode_comp_kernel<D, FMT, 0>);
+  }
+}
+
+template <int D>
+int comp_call(CacheKind kind, dim3 grid, const KernelParams& kp, cudaStream_t s) {
+  const int pipe = comp_pipe();
+  switch (kind) {
+    case CacheKind::Int8: return comp_kernel_call<D, 1>(pipe, grid, kp, s);
+    case CacheKind::Int4: return comp_kernel_call<D, 2>(pipe, grid, kp, s);
+    case CacheKind::Rk4: return comp_kernel_call<D, 3>(pipe, grid, kp, s);
+    default: return comp_kernel_call<D, 4>(pipe, grid, kp, s);
+  }
+}
+
 // Log-sum-exp merge of the splits: one CTA per (output row, CW-column chunk), grid (n_work,
 // n_kv_heads, M * D / CW); CTAs whose row is past the tile's end exit. The splits' (m, l) are
 // read once into shared memory; then the threads split both the chunk's CW / 4 float4 columns
@@ -1149,7 +1197,7 @@ void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
       configured = true;
     }
     decode_attention_kernel<D, 0><<<grid, kThreads, L::kBytes, s>>>(kp);
-  } else if constexpr (KIND == 1) {
+  } else if (KIND == 1 && !int8_register_decode()) {
     using L = DecodeInt8Layout<D>;
     if (!configured) {
       NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D>,
@@ -1158,29 +1206,12 @@ void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
     }
     decode_int8_kernel<D><<<grid, kThreads, L::kBytes, s>>>(kp);
   } else {
-    // The compressed kinds: straight from the codes (attention_compressed.cuh), 8-row tiles.
-    const int pipe = comp_pipe();
-    if (pipe == 3) {
-      if (kp.fmt == int(CacheKind::Int4)) decode_comp_kernel<D, 2, 3><<<grid, kThreads, 0, s>>>(kp);
-      else if (kp.fmt == int(CacheKind::Rk4)) decode_comp_kernel<D, 3, 3><<<grid, kThreads, 0, s>>>(kp);
-      else decode_comp_kernel<D, 4, 3><<<grid, kThreads, 0, s>>>(kp);
-    } else if (pipe == 2) {
-      if (kp.fmt == int(CacheKind::Int4)) decode_comp_kernel<D, 2, 2><<<grid, kThreads, 0, s>>>(kp);
-      else if (kp.fmt == int(CacheKind::Rk4)) decode_comp_kernel<D, 3, 2><<<grid, kThreads, 0, s>>>(kp);
-      else decode_comp_kernel<D, 4, 2><<<grid, kThreads, 0, s>>>(kp);
-    } else if (pipe == 1) {
-      if (kp.fmt == int(CacheKind::Int4)) decode_comp_kernel<D, 2, 1><<<grid, kThreads, 0, s>>>(kp);
-      else if (kp.fmt == int(CacheKind::Rk4)) decode_comp_kernel<D, 3, 1><<<grid, kThreads, 0, s>>>(kp);
-      else decode_comp_kernel<D, 4, 1><<<grid, kThreads, 0, s>>>(kp);
-    } else {
-      if (kp.fmt == int(CacheKind::Int4)) decode_comp_kernel<D, 2, 0><<<grid, kThreads, 0, s>>>(kp);
-      else if (kp.fmt == int(CacheKind::Rk4)) decode_comp_kernel<D, 3, 0><<<grid, kThreads, 0, s>>>(kp);
-      else decode_comp_kernel<D, 4, 0><<<grid, kThreads, 0, s>>>(kp);
-    }
+    // int8 and the compressed kinds: straight from the codes (attention_compressed.cuh), 8-row tiles.
+    comp_call<D>(CacheKind(kp.fmt), grid, kp, s);
   }
   NINFER_CUDA_LAUNCH_CHECK();
   if (kp.n_splits > 1) {
-    launch_merge<D>(kp, n_work, KIND == 2 ? kCompRows : 16, s);
+    launch_merge<D>(kp, n_work, KIND == 0 || (KIND == 1 && !int8_register_decode()) ? 16 : kCompRows, s);
   }
 }
 
@@ -1227,19 +1258,14 @@ int occupancy_decode(CacheKind kind) {
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
     NINFER_CUDA_CHECK(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<D, 0>, kThreads, L::kBytes));
-  } else if constexpr (KIND == 1) {
+  } else if (KIND == 1 && !int8_register_decode()) {
     using L = DecodeInt8Layout<D>;
     NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            L::kBytes));
     NINFER_CUDA_CHECK(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_int8_kernel<D>, kThreads, L::kBytes));
   } else {
-    const int f = int(kind), pipe = comp_pipe();
-    auto occ = [&](auto fn) { NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kThreads, 0)); };
-    if (pipe == 3) f == 2 ? occ(decode_comp_kernel<D, 2, 3>) : f == 3 ? occ(decode_comp_kernel<D, 3, 3>) : occ(decode_comp_kernel<D, 4, 3>);
-    else if (pipe == 2) f == 2 ? occ(decode_comp_kernel<D, 2, 2>) : f == 3 ? occ(decode_comp_kernel<D, 3, 2>) : occ(decode_comp_kernel<D, 4, 2>);
-    else if (pipe == 1) f == 2 ? occ(decode_comp_kernel<D, 2, 1>) : f == 3 ? occ(decode_comp_kernel<D, 3, 1>) : occ(decode_comp_kernel<D, 4, 1>);
-    else f == 2 ? occ(decode_comp_kernel<D, 2, 0>) : f == 3 ? occ(decode_comp_kernel<D, 3, 0>) : occ(decode_comp_kernel<D, 4, 0>);
+    n = comp_call<D>(kind, dim3(0), KernelParams{}, nullptr);
   }
   return n;
 }
@@ -1272,7 +1298,7 @@ PagedAttention::PagedAttention(const AttnShape& shape) : shape_(shape) {
   NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, dev));
   cls_[0].mt = 1;
   cls_[1].mt = mt_for(1, shape.head_dim);
-  cls_[0].rows = cache_compressed(shape.kind) ? kCompRows : 16;
+  cls_[0].rows = register_decode(shape.kind) || cache_lowbit(shape.kind) ? kCompRows : 16;
   cls_[1].rows = 16 * cls_[1].mt;
   if (shape.kind == CacheKind::Rk2) e8p_abs_ = e8p_device_tables().abs;
   for (int c = 0; c < 2; ++c) {
@@ -1346,7 +1372,7 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     const int ctas = k.n_work * shape_.n_kv_heads;
     int splits = std::max(1, k.slots / ctas);
     splits = std::min(splits, std::max(1, max_pages[c] / 4));
-    splits = std::min(splits, c == 0 && cache_compressed(shape_.kind) ? kMaxSplits : 64);
+    splits = std::min(splits, c == 0 && (register_decode(shape_.kind) || cache_lowbit(shape_.kind)) ? kMaxSplits : 64);
     const size_t row_bytes = size_t(n_rows_total_) * (size_t(shape_.head_dim) + 2) * 4;
     while (splits > 1 && size_t(splits) * row_bytes > (size_t(256) << 20)) --splits;
     if (forced_splits_ > 0) splits = std::min(forced_splits_, kMaxSplits);

@@ -41,6 +41,9 @@
 
 constexpr int kCompRows = 8;  // query rows per tile of decode_comp_kernel
 
+__device__ __forceinline__ __half2 u32_as_h2(uint32_t a) { return *reinterpret_cast<const __half2*>(&a); }
+__device__ __forceinline__ uint32_t h2_as_u32(__half2 a) { return *reinterpret_cast<const uint32_t*>(&a); }
+
 __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
   uint32_t d;
   asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
@@ -113,9 +116,12 @@ __device__ __forceinline__ void mma_f16_1688(float d[4], uint32_t a0, uint32_t a
 template <int D, int FMT>
 struct CompSlice {
   static constexpr int NG = D / 64, NW = (NG + 1) / 2;
-  // K: keys g, g + 8; per group, blocks 8 grp + 2c and + 1 (rk2v4-e8: both u16 codes in k[.][grp][0]).
-  uint32_t k[2][NG][FMT == 4 ? 1 : 2];
-  uint32_t v[4][NG];  // V: keys 2c, 2c + 1, 2c + 8, 2c + 9; block 8 grp + g
+  // K: the keys of m-rows g, g + 8; per group, blocks 8 grp + 2c and + 1 (rk2v4-e8: both u16
+  // codes in k[.][grp][0]; int8: the 16 bytes of both blocks).
+  uint32_t k[2][NG][FMT == 4 ? 1 : (FMT == 1 ? 4 : 2)];
+  // V: keys 2c, 2c + 1, 2c + 8, 2c + 9; block 8 grp + g. int8 (dim-major pages): v[e][grp] =
+  // head dim 64 grp + 8 g + e of the keys of k-rows 2c, 2c + 1, 2c + 8, 2c + 9 (bytes 0..3).
+  uint32_t v[FMT == 1 ? 8 : 4][NG];
   uint32_t ks[2][NW], vs[2][NW];  // fp16 scales of keys g, g + 8 (NG halves)
 };
 
@@ -145,7 +151,7 @@ template <int D, int FMT, int PIPE>
 __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE == 3 ? 4 : 3)) : 2)
     decode_comp_kernel(KernelParams p) {
   constexpr int NG = D / 64, R8 = kCompRows;
-  constexpr int KCB = FMT == 4 ? D / 4 : D / 2, VCB = D / 2;  // code bytes per row
+  constexpr int KCB = FMT == 4 ? D / 4 : (FMT == 1 ? D : D / 2), VCB = FMT == 1 ? D : D / 2;  // code bytes per row
   constexpr size_t KBLK = size_t(kPage) * (KCB + 2 * NG), VBLK = size_t(kPage) * (VCB + 2 * NG);
   __shared__ __align__(16) float big[4 * R8 * D];  // Q fp32 [8][D] in the prologue; O exchange [4][8][D]
   __shared__ __align__(16) int8_t Q8[R8 * D];
@@ -222,8 +228,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     for (int kk = 0; kk < 2; ++kk) {
       const uint2 t = *reinterpret_cast<const uint2*>(Q8 + gq * D + 8 * (8 * grp + 2 * cq + kk));
       // int4, E8: even / odd values of the block (the nibble masks' order)
-      qf[2 * grp + kk][0] = FMT != 4 ? __byte_perm(t.x, t.y, 0x6420) : t.x;
-      qf[2 * grp + kk][1] = FMT != 4 ? __byte_perm(t.x, t.y, 0x7531) : t.y;
+      qf[2 * grp + kk][0] = FMT == 2 || FMT == 3 ? __byte_perm(t.x, t.y, 0x6420) : t.x;
+      qf[2 * grp + kk][1] = FMT == 2 || FMT == 3 ? __byte_perm(t.x, t.y, 0x7531) : t.y;
     }
   float qs0[NG], qs1[NG];  // rows 2c, 2c + 1
   // rk4v4-e8 K: the int8 product runs on the unsigned nibbles n (2y = 2n + c - 16, c the coset
@@ -243,11 +249,17 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
                                         float(Qbs[gq * (D / 8) + 8 * grp + 2 * cq + 1]));
     qb[grp] = *reinterpret_cast<const uint32_t*>(&h);
   }
+  // The keys (slots of the warp's 16) of this lane's m-rows g and g + 8. int8: m-row 2a + e
+  // holds key 4a + e and m-row 8 + 2a + e key 4a + 2 + e, so that the k-rows 2c, 2c + 1, 2c + 8,
+  // 2c + 9 of P V are the four consecutive keys 4c..4c + 3: one 4-byte load per head dim of
+  // the dim-major V page. The other formats: keys g and g + 8.
+  const int kr0 = FMT == 1 ? 2 * gq - (gq & 1) : gq, kr1 = FMT == 1 ? kr0 + 2 : gq + 8;
   const int lim0 = row0 + 2 * cq < R ? start + (row0 + 2 * cq) / g : -1;
   const int lim1 = row0 + 2 * cq + 1 < R ? start + (row0 + 2 * cq + 1) / g : -1;
   // Grid steps of the int8 K values (int4: 16 v; E8: 2 y; E8P: 4 y) and of the V values (int4:
   // v; E8: 2 y), times the fp16 scale.
-  constexpr float k_mul = FMT == 2 ? 1.0f / 16 : (FMT == 3 ? 1.0f : 0.25f);  // E8: (2y / 2) via ia + cor / 2; E8P: 4y
+  // int8: the codes themselves.
+  constexpr float k_mul = FMT == 2 ? 1.0f / 16 : (FMT == 3 || FMT == 1 ? 1.0f : 0.25f);  // E8: (2y / 2) via ia + cor / 2; E8P: 4y
   constexpr float v_mul = FMT == 2 ? 1.0f : 0.5f;
   const float sl2 = p.scale_log2;
   const uint32_t* tab = p.e8p_abs;
@@ -257,11 +269,17 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * KBLK;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int slot = warp * 16 + gq + 8 * h;
+      const int slot = warp * 16 + (h ? kr1 : kr0);
       const uint8_t* row = kb + slot * KCB;
 #pragma unroll
       for (int grp = 0; grp < NG; ++grp) {
-        if constexpr (FMT == 4) {
+        if constexpr (FMT == 1) {
+          const uint4 t = __ldg(reinterpret_cast<const uint4*>(row + 64 * grp + 16 * cq));
+          s.k[h][grp][0] = t.x;
+          s.k[h][grp][1] = t.y;
+          s.k[h][grp][2] = t.z;
+          s.k[h][grp][3] = t.w;
+        } else if constexpr (FMT == 4) {
           s.k[h][grp][0] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + 2 * cq) * 2));
         } else {
           const uint2 t = __ldg(reinterpret_cast<const uint2*>(row + (8 * grp + 2 * cq) * 4));
@@ -275,7 +293,15 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   auto loadV = [&](Slice& s, int page) {
     const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * VBLK;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) load_scales<NG>(vb + kPage * VCB + (warp * 16 + gq + 8 * h) * 2 * NG, s.vs[h]);
+    for (int h = 0; h < 2; ++h) load_scales<NG>(vb + kPage * VCB + (warp * 16 + (h ? kr1 : kr0)) * 2 * NG, s.vs[h]);
+    if constexpr (FMT == 1) {
+#pragma unroll
+      for (int grp = 0; grp < NG; ++grp)
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          s.v[e][grp] = __ldg(reinterpret_cast<const uint32_t*>(vb + (64 * grp + 8 * gq + e) * kPage + warp * 16 + 4 * cq));
+      return;
+    }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int slot = warp * 16 + 2 * cq + (j & 1) + 8 * (j >> 1);
@@ -295,6 +321,14 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
 #pragma unroll
   for (int grp = 0; grp < NG; ++grp) cor[grp][0] = cor[grp][1] = cor[grp][2] = cor[grp][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows 2c, 2c + 1 (l: this lane's keys)
+  // int8 V runs on fp16 tensor cores (its codes are exact fp16, bf16 has too few bits): P's
+  // operand is p * s / sref, with sref[grp] the largest V scale of group grp among the valid
+  // keys the warp has seen (a running maximum, warp-uniform, like the softmax's), so that it
+  // stays <= 1 and far from fp16's subnormals; when sref grows, O is rescaled by old / new. O
+  // is multiplied by sref at the end.
+  float sref[NG], sinv[NG];
+#pragma unroll
+  for (int grp = 0; grp < NG; ++grp) sref[grp] = sinv[grp] = 0.0f;
 
   // S^T (keys g, g + 8) x (rows 2c, 2c + 1) of the slice whose K part is in s, unmasked.
   auto scores = [&](const Slice& s, float acc[4]) {
@@ -344,6 +378,16 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
                      qb[grp]);
 #pragma unroll
         for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]) + cr[e];  // exact integers
+      } else if constexpr (FMT == 1) {
+        int ia[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          const uint32_t a[4] = {s.k[0][grp][2 * kk], s.k[1][grp][2 * kk], s.k[0][grp][2 * kk + 1],
+                                 s.k[1][grp][2 * kk + 1]};
+          mma_s8_16832(ia, a, qf[2 * grp + kk][0], qf[2 * grp + kk][1]);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]);
       } else {  // int4
         int ia[4] = {0, 0, 0, 0};
 #pragma unroll
@@ -365,7 +409,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   };
   // Mask, online softmax and O += P V for the slice starting at key key0 (V part in s).
   auto softmax_pv = [&](const Slice& s, int key0, const float acc[4]) {
-    const int ka = key0 + gq, kb = ka + 8;
+    const int ka = key0 + kr0, kb = key0 + kr1;
     const float s0 = ka <= lim0 ? acc[0] * sl2 : -INFINITY;
     const float s1 = ka <= lim1 ? acc[1] * sl2 : -INFINITY;
     const float s2 = kb <= lim0 ? acc[2] * sl2 : -INFINITY;
@@ -387,13 +431,48 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     const float p3 = mn1 == -INFINITY ? 0.0f : exp2f(s3 - mn1);
     l0 = l0 * al0 + (p0 + p2);
     l1 = l1 * al1 + (p1 + p3);
-    if (__any_sync(0xffffffffu, al0 != 1.0f || al1 != 1.0f)) {  // once the maxima settle: rarely
+    // Slots past the sequence's end hold stale bytes (possibly NaN scales); 0 * NaN must not
+    // reach O, so their V scales become 0 (written slots hold finite scales: the encoders clamp).
+    uint32_t vs0[Slice::NW], vs1[Slice::NW];
+#pragma unroll
+    for (int w = 0; w < Slice::NW; ++w) {
+      vs0[w] = ka < n_keys ? s.vs[0][w] : 0u;
+      vs1[w] = kb < n_keys ? s.vs[1][w] : 0u;
+    }
+    float sg[NG];  // int8: sref's growth factor old / new per group (1: unchanged)
+    bool grew = false;
+    if constexpr (FMT == 1) {
+#pragma unroll
+      for (int w = 0; w < Slice::NW; ++w) {
+        // The slice's largest V scale per group (two fp16 per word; keys of lanes g = 0..7).
+        __half2 mx = __hmax2(*reinterpret_cast<const __half2*>(&vs0[w]), *reinterpret_cast<const __half2*>(&vs1[w]));
+#pragma unroll
+        for (int off = 4; off < 32; off <<= 1) {
+          const uint32_t o_ = __shfl_xor_sync(0xffffffffu, *reinterpret_cast<const uint32_t*>(&mx), off);
+          mx = __hmax2(mx, *reinterpret_cast<const __half2*>(&o_));
+        }
+#pragma unroll
+        for (int hh = 0; hh < 2 && 2 * w + hh < NG; ++hh) {
+          const int grp = 2 * w + hh;
+          const float sn = __half2float(hh ? __high2half(mx) : __low2half(mx));
+          sg[grp] = 1.0f;
+          if (sn > sref[grp]) {  // warp-uniform
+            sg[grp] = sref[grp] / sn;
+            sref[grp] = sn;
+            sinv[grp] = 1.0f / sn;
+            grew = true;
+          }
+        }
+      }
+    }
+    if (__any_sync(0xffffffffu, al0 != 1.0f || al1 != 1.0f) || grew) {  // once the maxima settle: rarely
 #pragma unroll
       for (int t = 0; t < D / 16; ++t) {
-        o[t][0] *= al0;
-        o[t][1] *= al1;
-        o[t][2] *= al0;
-        o[t][3] *= al1;
+        const float f = FMT == 1 ? sg[t / 4] : 1.0f;
+        o[t][0] *= al0 * f;
+        o[t][1] *= al1 * f;
+        o[t][2] *= al0 * f;
+        o[t][3] *= al1 * f;
       }
 #pragma unroll
       for (int grp = 0; grp < NG; ++grp) {
@@ -403,15 +482,32 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
         cor[grp][3] *= al1;
       }
     }
-    // Slots past the sequence's end hold stale bytes (possibly NaN scales); 0 * NaN must not
-    // reach O, so their V scales become 0 (written slots hold finite scales: the encoders clamp).
-    uint32_t vs0[Slice::NW], vs1[Slice::NW];
-#pragma unroll
-    for (int w = 0; w < Slice::NW; ++w) {
-      vs0[w] = ka < n_keys ? s.vs[0][w] : 0u;
-      vs1[w] = kb < n_keys ? s.vs[1][w] : 0u;
-    }
     auto sp = [](float pv_, float s_) { return pv_ * s_; };
+    if constexpr (FMT == 1) {
+#pragma unroll
+      for (int grp = 0; grp < NG; ++grp) {
+        const float v0 = scale_of(vs0, grp) * sinv[grp], v1 = scale_of(vs1, grp) * sinv[grp];
+        const uint32_t b0 = movmatrix_trans(cvt_f16x2(sp(p0, v0), sp(p1, v0)));
+        const uint32_t b1 = movmatrix_trans(cvt_f16x2(sp(p2, v1), sp(p3, v1)));
+        // V^T: byte b of a word is key k-row 2c + b (b < 2) or 2c + 6 + b; as fp16, 0x6400 | (b
+        // ^ 0x80) is 1152 + v exactly, and the subtraction is exact too.
+        uint32_t h[8][2];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const uint32_t x = s.v[e][grp] ^ 0x80808080u;
+          const __half2 lo = __hsub2(u32_as_h2(__byte_perm(x, 0x64646464u, 0x4140)), u32_as_h2(0x64806480u));
+          const __half2 hi = __hsub2(u32_as_h2(__byte_perm(x, 0x64646464u, 0x4342)), u32_as_h2(0x64806480u));
+          h[e][0] = h2_as_u32(lo);
+          h[e][1] = h2_as_u32(hi);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {  // m-tile 4 grp + u: rows g (dim 2u of the block), g + 8 (2u + 1)
+          const uint32_t a[4] = {h[2 * u][0], h[2 * u + 1][0], h[2 * u][1], h[2 * u + 1][1]};
+          mma_f16_16816(o[4 * grp + u], a, b0, b1);
+        }
+      }
+      return;
+    }
 #pragma unroll
     for (int grp = 0; grp < NG; ++grp) {
       const float v0 = scale_of(vs0, grp) * v_mul, v1 = scale_of(vs1, grp) * v_mul;
@@ -548,10 +644,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       const int d = 64 * grp + 8 * gq + 2 * u;  // m-row g: value 2u of the block; g + 8: 2u + 1
       const float* c = o[4 * grp + u];
       const float* k = cor[grp];
-      Ow[(warp * R8 + 2 * cq) * D + d] = VA * c[0] + k[0] + VB * k[2];
-      Ow[(warp * R8 + 2 * cq + 1) * D + d] = VA * c[1] + k[1] + VB * k[3];
-      Ow[(warp * R8 + 2 * cq) * D + d + 1] = VA * c[2] + k[0] + VB * k[2];
-      Ow[(warp * R8 + 2 * cq + 1) * D + d + 1] = VA * c[3] + k[1] + VB * k[3];
+      const float va = FMT == 1 ? sref[grp] : VA;  // int8: cor stays 0
+      Ow[(warp * R8 + 2 * cq) * D + d] = va * c[0] + k[0] + VB * k[2];
+      Ow[(warp * R8 + 2 * cq + 1) * D + d] = va * c[1] + k[1] + VB * k[3];
+      Ow[(warp * R8 + 2 * cq) * D + d + 1] = va * c[2] + k[0] + VB * k[2];
+      Ow[(warp * R8 + 2 * cq + 1) * D + d + 1] = va * c[3] + k[1] + VB * k[3];
     }
   if (gq == 0) {
     m_w[warp * R8 + 2 * cq] = m0;
