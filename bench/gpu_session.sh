@@ -76,7 +76,7 @@ for stage in "$@"; do
     # default, is in attn) on PIPE_FORMATS -> $OUT/pipes.jsonl (a "pipe" field added)
     stamp pipes
     : > "$OUT/pipes.jsonl"
-    for pipe in 1 2 3; do
+    for pipe in ${PIPES:-1 2 3}; do
       for shape in 32/8/128 16/2/256; do
         IFS=/ read -r hq hkv d <<< "$shape"
         echo "+ NINFER_CUDA_COMP_PIPE=$pipe ninfer bench --attention --kv-dtype $PIPE_FORMATS --ctx 32768,131072 --batch 1,8 --heads $hq/$hkv --head-dim $d --json" >> "$OUT/bench.log"

@@ -1019,14 +1019,15 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel
 
 #include "backend/cuda/attention_compressed.cuh"  // decode_comp_kernel (inside this namespace)
 
-// Which loop decode_comp_kernel runs (PIPE): NINFER_CUDA_COMP_PIPE=0..3, default 0 (see
-// docs/BENCHMARKS.md for the variants measured against each other).
-int comp_pipe() {
+// Which loop decode_comp_kernel runs (PIPE): NINFER_CUDA_COMP_PIPE=0..4; by default 0, and 4
+// for int8 at head_dim 256 (docs/BENCHMARKS.md has the variants measured against each other).
+int comp_pipe(int head_dim, CacheKind kind) {
   static const int v = [] {
     const char* e = std::getenv("NINFER_CUDA_COMP_PIPE");
-    return e && e[0] >= '1' && e[0] <= '3' ? e[0] - '0' : 0;
+    return e && e[0] >= '0' && e[0] <= '4' ? e[0] - '0' : -1;
   }();
-  return v;
+  if (v >= 0) return v;
+  return head_dim == 256 && kind == CacheKind::Int8 ? 4 : 0;
 }
 
 // int8 decode: decode_comp_kernel's register path (FMT 1), unless NINFER_CUDA_INT8_DECODE=smem
@@ -1062,13 +1063,14 @@ int comp_kernel_call(int pipe, dim3 grid, const KernelParams& kp, cudaStream_t s
     case 1: return go(decode_comp_kernel<D, FMT, 1>);
     case 2: return go(decode_comp_kernel<D, FMT, 2>);
     case 3: return go(decode_comp_kernel<D, FMT, 3>);
+    case 4: return go(decode_comp_kernel<D, FMT, 4>);
     default: return go(decode_comp_kernel<D, FMT, 0>);
   }
 }
 
 template <int D>
 int comp_call(CacheKind kind, dim3 grid, const KernelParams& kp, cudaStream_t s) {
-  const int pipe = comp_pipe();
+  const int pipe = comp_pipe(D, kind);
   switch (kind) {
     case CacheKind::Int8: return comp_kernel_call<D, 1>(pipe, grid, kp, s);
     case CacheKind::Int4: return comp_kernel_call<D, 2>(pipe, grid, kp, s);

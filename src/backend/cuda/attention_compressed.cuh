@@ -147,6 +147,7 @@ __device__ __forceinline__ float scale_of(const uint32_t* w, int grp) {
 // attention.cu) while both are measured.
 // PIPE 2: the pipeline with 2 CTAs per SM at head_dim <= 128 (more registers, no spills);
 // 3: PIPE 0's loop with 4 CTAs per SM at head_dim <= 128 (128 registers: a few spills).
+// 4: one register set, the loads of the next slice split around this slice's P V (below).
 template <int D, int FMT, int PIPE>
 __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE == 3 ? 4 : 3)) : 2)
     decode_comp_kernel(KernelParams p) {
@@ -586,6 +587,27 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       next_id = it + 3 < n_iter ? table[p_begin + it + 3] : 0;
       const int key0b = key0a + kPage;
       if (key0b < n_keys) compute(sb, key0b);
+    }
+  } else if (PIPE == 4) {
+    // One register set: K of the next slice loads while this slice's softmax and P V run, V
+    // of the next while the next scores run (half of PIPE 0's registers for the codes: int8
+    // at head_dim 256 spills with two sets).
+    Slice st;
+    if (n_iter > 0) {
+      loadK(st, table[p_begin]);
+      loadV(st, table[p_begin]);
+    }
+    int next_id = n_iter > 1 ? table[p_begin + 1] : 0;
+#pragma unroll 1
+    for (int it = 0; it < n_iter; ++it) {
+      const bool more = it + 1 < n_iter;
+      float acc[4];
+      scores(st, acc);
+      if (more) loadK(st, next_id);
+      const int key0 = (p_begin + it) * kPage + warp * 16;
+      if (key0 < n_keys) softmax_pv(st, key0, acc);
+      if (more) loadV(st, next_id);
+      next_id = it + 2 < n_iter ? table[p_begin + it + 2] : 0;
     }
   } else if (n_iter > 0) {
     auto pid = [&](int i) { return table[p_begin + min(i, n_iter - 1)]; };
