@@ -87,7 +87,7 @@ for stage in "$@"; do
       done
     done ;;
   attnenv)
-    # attn's table again with the environment ATTN_ENV (e.g. NINFER_CUDA_INT8_DECODE=smem)
+    # attn's table again with the environment ATTN_ENV (e.g. NINFER_CUDA_COMP_PIPE=2)
     # -> $OUT/attn_env.jsonl (an "env" field added)
     stamp "attnenv $ATTN_ENV"
     : > "$OUT/attn_env.jsonl"

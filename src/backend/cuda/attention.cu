@@ -2,7 +2,7 @@
 // described in attention.h.
 //
 // Shared memory of a prefill-tile CTA (offsets computed by SmemLayout, identically on host
-// and device; the decode kernels' layouts are DecodeLayout / DecodeInt8Layout below):
+// and device; the bf16 decode kernel's layout is DecodeLayout below):
 //   big    ring of STAGES page stages; a stage holds the K block then the V block of one
 //          (page, kv head) as stored in global memory (kv_cache.h). bf16 stages are written
 //          swizzled (below) and read by ldmatrix directly; int8 stages are plain copies that
@@ -583,7 +583,7 @@ struct DecodeLayout {
 
 template <int D, int KIND>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams p) {
-  static_assert(KIND == 0, "int8 and compressed decode use decode_int8_kernel");
+  static_assert(KIND == 0, "int8 and the compressed kinds decode with decode_comp_kernel");
   using L = DecodeLayout<D, KIND>;
   constexpr int STAGES = L::STAGES, CPR = D / 8, NT = D / 8;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -727,47 +727,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
 }
 
 // ---------------------------------------------------------------------------------------
-// int8 decode kernel: the same warp-independent walk as decode_attention_kernel, but no
-// dequantisation pass:
-//  - S = Q K^T on int8 tensor cores (mma m16n8k32 s8, exact int32 sums per 64-group): Q is
-//    quantised once per CTA to int8 per (row, 64-group) with an fp32 scale (amax / 127); the
-//    K slice is used as stored, through ldmatrix; the group sum is scaled by q_scale * k_scale.
-//  - The 16 keys of a slice enter S in the permuted order 0 1 4 5 8 9 12 13 | 2 3 6 7 10 11
-//    14 15 (n-tile 0 | n-tile 1), so that each thread's P values are for keys 4c .. 4c + 3, the
-//    same keys that ldmatrix of the dim-major V codes hands it (kv_cache.h): the int8 V
-//    values convert to the bf16 B operand of P V in registers, and the V scales (per key and
-//    64-group) are folded into P.
-template <int D>
-struct DecodeInt8Layout {
-  // At head_dim <= 128 a stage holds a pair of slices (the warp's keys of two consecutive
-  // pages: two independent MMA chains per iteration, one softmax rescale); two stages, one pair
-  // in flight while the other is computed; 3 CTAs per SM fit. At 256 (registers allow 2 CTAs
-  // per SM) a stage is one slice, three stages.
-  static constexpr int PAIR = D <= 128 ? 2 : 1;
-  static constexpr int STAGES = D <= 128 ? 2 : 3;
-  static constexpr int kKc = 16 * D, kSc = 16 * (D / 32);  // codes, scales bytes per side
-  static constexpr int kSlice = 2 * (kKc + kSc);           // K codes, K scales, V codes, V scales
-  static constexpr int kStage = PAIR * kSlice;
-  static constexpr int kWarp = STAGES * kStage;
-  static constexpr int kRing = 4 * kWarp;
-  static constexpr int kQf = 16 * D * 4;
-  static constexpr int kOw = 4 * 16 * D * 4;
-  static constexpr int kBig0 = kRing > kQf ? kRing : kQf;
-  static constexpr int kBig = kBig0 > kOw ? kBig0 : kOw;
-  static constexpr int QP8 = D + 16;  // int8 Q row pitch: 16 bytes of padding, conflict-free ldmatrix
-  static constexpr int oQ8 = (kBig + 127) / 128 * 128;
-  static constexpr int oQsc = oQ8 + 16 * QP8;
-  static constexpr int oRow = oQsc + 16 * (D / 64) * 4;
-  static constexpr int kBytes = oRow + (4 * 16 * 2 + 2 * 16) * 4;
-};
-
-// Swizzle of an int8 [16][D] tile: 16-byte chunk c of row r. D >= 128 has >= 8 chunks per row;
-// at D = 64 (4 chunks, two rows per 128 bytes) rows r and r + 2k are spread over 4 chunks.
-template <int D>
-__device__ __forceinline__ int swz8(int r, int c) {
-  return D >= 128 ? (c ^ (r & 7)) : (c ^ ((r >> 1) & 3));
-}
-
+// S = Q K^T partial sums of the int8 tensor cores (int8 K codes, int8-quantised Q): d += a b.
 __device__ __forceinline__ void mma_s8_16832(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -775,276 +735,25 @@ __device__ __forceinline__ void mma_s8_16832(int d[4], const uint32_t a[4], uint
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Four int8 (bytes 0..3 of v) -> bf16x2 of bytes (0, 1) and of bytes (2, 3), exact.
-__device__ __forceinline__ void s8x4_to_bf16(uint32_t v, uint32_t& lo, uint32_t& hi) {
-  const float f0 = float(int32_t(v << 24) >> 24), f1 = float(int32_t(v << 16) >> 24);
-  const float f2 = float(int32_t(v << 8) >> 24), f3 = float(int32_t(v) >> 24);
-  lo = cvt_bf16x2(f0, f1);
-  hi = cvt_bf16x2(f2, f3);
-}
-
-template <int D>
-__global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) decode_int8_kernel(KernelParams p) {
-  using L = DecodeInt8Layout<D>;
-  constexpr int STAGES = L::STAGES, PAIR = L::PAIR, NT = D / 8, NG = D / 64;
-  extern __shared__ __align__(128) uint8_t smem[];
-  uint8_t* big = smem;
-  int8_t* Q8 = reinterpret_cast<int8_t*>(smem + L::oQ8);
-  float* Qsc = reinterpret_cast<float*>(smem + L::oQsc);  // [16][NG]
-  float* m_w = reinterpret_cast<float*>(smem + L::oRow);  // m, l [4][16], mfin, lfin [16]: combine_warps_and_write
-
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int gq = lane / 4, cq = lane % 4;
-  const DecodeTile t = decode_tile<16>(p);
-  const int row0 = t.row0, kvh = t.kvh, split = t.split, tok0 = t.tok0, start = t.start, g = t.g, R = t.R;
-  const int row_end = t.row_end, n_keys = t.n_keys, p_begin = t.p_begin, n_iter = t.n_iter;
-  const int32_t* table = t.table;
-
-  // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group) ----
-  {
-    float* Qf = reinterpret_cast<float*>(big);
-    load_q_rotated<D>(p, Qf, 16, row0, R, tok0, kvh);
-    // Four consecutive lanes share a (row, group), 16 values each.
-    for (int u = tid; u < 16 * NG * 4; u += kThreads) {
-      const int r = u / (NG * 4), grp = (u / 4) % NG, q = u % 4;
-      const float* x = Qf + r * D + grp * 64 + q * 16;
-      float amax = 0.0f;
-#pragma unroll
-      for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(x[i]));
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-      const float sc = amax > 0.0f ? amax / 127.0f : 1.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-      if (q == 0) Qsc[r * NG + grp] = sc;
-#pragma unroll
-      for (int i = 0; i < 16; ++i)
-        Q8[r * L::QP8 + grp * 64 + q * 16 + i] = int8_t(fminf(fmaxf(rintf(x[i] * inv), -127.0f), 127.0f));
-    }
-    __syncthreads();
-  }
-
-  const int lim0 = row0 + gq < R ? start + (row0 + gq) / g : -1;
-  const int lim1 = row0 + gq + 8 < R ? start + (row0 + gq + 8) / g : -1;
-
-  uint8_t* ring = big + warp * L::kWarp;
-  const size_t blk = size_t(kPage) * (D + D / 32);
-  auto load_slice = [&](int page, uint8_t* dst) {
-    const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * blk;
-    const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * blk;
-    constexpr int CPR = D / 16;  // 16-byte chunks per int8 K row
-    // K codes: rows 16w.., swizzled
-    for (int u = lane; u < 16 * CPR; u += 32) {
-      const int r = u / CPR, c = u % CPR;
-      cp_async16(dst + r * D + swz8<D>(r, c) * 16, kb + size_t(warp * 16 + r) * D + c * 16, 16);
-    }
-    // K scales: rows 16w.. of the scales plane, contiguous
-    for (int u = lane; u < L::kSc / 16; u += 32)
-      cp_async16(dst + L::kKc + u * 16, kb + size_t(kPage) * D + size_t(warp * 16) * (D / 32) + u * 16, 16);
-    // V codes: for every dim, its 16 keys of this warp (dim-major in global)
-    uint8_t* vd = dst + L::kKc + L::kSc;
-    for (int d = lane; d < D; d += 32) cp_async16(vd + d * 16, vb + size_t(d) * kPage + warp * 16, 16);
-    for (int u = lane; u < L::kSc / 16; u += 32)
-      cp_async16(vd + L::kKc + u * 16, vb + size_t(kPage) * D + size_t(warp * 16) * (D / 32) + u * 16, 16);
-  };
-
-  float o[NT][4];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-
-  // Group i covers pages p_begin + PAIR i + h, h < PAIR (past n_iter: absent).
-  const int n_groups = (n_iter + PAIR - 1) / PAIR;
-  auto page_of = [&](int grp_i, int h) { return PAIR * grp_i + h < n_iter ? table[p_begin + PAIR * grp_i + h] : 0; };
-  // Where slice h of ring stage `stage` lands.
-  auto slot = [&](int stage, int h) { return ring + stage * L::kStage + h * L::kSlice; };
-  auto load_group = [&](int grp_i, const int* pages, int stage) {
-#pragma unroll
-    for (int h = 0; h < PAIR; ++h)
-      if (PAIR * grp_i + h < n_iter) load_slice(pages[h], slot(stage, h));
-  };
-#pragma unroll 1
-  for (int s0 = 0; s0 < STAGES - 1; ++s0) {
-    if (s0 < n_groups) {
-      int pages[PAIR];
-#pragma unroll
-      for (int h = 0; h < PAIR; ++h) pages[h] = page_of(s0, h);
-      load_group(s0, pages, s0);
-    }
-    cp_async_commit();
-  }
-  int next_pages[PAIR];
-#pragma unroll
-  for (int h = 0; h < PAIR; ++h) next_pages[h] = STAGES - 1 < n_groups ? page_of(STAGES - 1, h) : 0;
-  // Permuted key of this lane's ldmatrix row (n-tile j = lane / 16, column n = lane % 8).
-  const int kr = 4 * ((lane % 8) / 2) + 2 * (lane / 16) + (lane % 2);
-
-  // S of one slice: keys in the permuted order; key of (n-tile j, element e) = 4 cq + 2 j + e % 2.
-  auto scores = [&](const uint8_t* st, int key0, float acc[2][4]) {
-    const uint8_t* Kc = st;
-    const uint16_t* Ksc = reinterpret_cast<const uint16_t*>(st + L::kKc);
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
-#pragma unroll
-    for (int grp = 0; grp < NG; ++grp) {
-      int ia[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        const int ks = grp * 2 + kk;
-        uint32_t a[4], b[4];
-        ldmatrix_x4(a, Q8 + (lane % 16) * L::QP8 + ks * 32 + (lane / 16) * 16);
-        ldmatrix_x4(b, Kc + kr * D + swz8<D>(kr, 2 * ks + (lane / 8) % 2) * 16);
-        mma_s8_16832(ia[0], a, b[0], b[1]);
-        mma_s8_16832(ia[1], a, b[2], b[3]);
-      }
-      const float qs0 = Qsc[gq * NG + grp], qs1 = Qsc[(gq + 8) * NG + grp];
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = 4 * cq + 2 * j + (e % 2);
-          const float ks_ = __half2float(__ushort_as_half(Ksc[key * NG + grp]));
-          acc[j][e] += float(ia[j][e]) * ((e < 2 ? qs0 : qs1) * ks_);
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = key0 + 4 * cq + 2 * j + (e % 2);
-        const bool ok = key <= (e < 2 ? lim0 : lim1);
-        acc[j][e] = ok ? acc[j][e] * p.scale_log2 : -INFINITY;
-      }
-  };
-  // O += (P * v_scale) V per 64-group; P for keys 4 cq + {0, 1} (k slots 2 cq, 2 cq + 1)
-  // and 4 cq + {2, 3} (k slots 2 cq + 8, 2 cq + 9).
-  auto pv = [&](const uint8_t* st, const float pr[2][4]) {
-    const uint8_t* Vc = st + L::kKc + L::kSc;
-    const uint16_t* Vsc = reinterpret_cast<const uint16_t*>(Vc + L::kKc);
-#pragma unroll
-    for (int grp = 0; grp < NG; ++grp) {
-      float sv[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) sv[i] = __half2float(__ushort_as_half(Vsc[(4 * cq + i) * NG + grp]));
-      auto sp = [](float pv_, float s_) { return pv_ == 0.0f ? 0.0f : pv_ * s_; };  // never 0 * NaN
-      uint32_t pa[4];
-      pa[0] = cvt_bf16x2(sp(pr[0][0], sv[0]), sp(pr[0][1], sv[1]));
-      pa[1] = cvt_bf16x2(sp(pr[0][2], sv[0]), sp(pr[0][3], sv[1]));
-      pa[2] = cvt_bf16x2(sp(pr[1][0], sv[2]), sp(pr[1][1], sv[3]));
-      pa[3] = cvt_bf16x2(sp(pr[1][2], sv[2]), sp(pr[1][3], sv[3]));
-#pragma unroll
-      for (int q4 = 0; q4 < 2; ++q4) {  // 2 x 32 dims of the group
-        uint32_t r[4];
-        ldmatrix_x4(r, Vc + (grp * 64 + q4 * 32 + lane) * 16);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          uint32_t b0, b1;
-          s8x4_to_bf16(r[i], b0, b1);
-          mma_bf16_16816(o[grp * 8 + q4 * 4 + i], pa, b0, b1);
-        }
-      }
-    }
-  };
-
-#pragma unroll 1
-  for (int i = 0; i < n_groups; ++i) {
-    cp_async_wait<STAGES - 2>();
-    __syncwarp();
-    {
-      // NOTE: the stage being refilled was last read in iteration i - 1 by this warp alone.
-      const int nx = i + STAGES - 1;
-      if (nx < n_groups) load_group(nx, next_pages, nx % STAGES);
-      cp_async_commit();
-      if (nx + 1 < n_groups) {
-#pragma unroll
-        for (int h = 0; h < PAIR; ++h) next_pages[h] = page_of(nx + 1, h);
-      }
-    }
-    const uint8_t* st = ring + (i % STAGES) * L::kStage;
-    const int key0a = (p_begin + PAIR * i) * kPage + warp * 16;
-    const int key0b = key0a + kPage;
-    const bool has_a = key0a < n_keys;
-    const bool has_b = PAIR == 2 && PAIR * i + 1 < n_iter && key0b < n_keys;
-    if (!has_a) continue;  // then b is empty too
-    float sa[2][4], sb[2][4];
-    scores(st, key0a, sa);
-    if (has_b) {
-      scores(st + (PAIR - 1) * L::kSlice, key0b, sb);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) sb[j][e] = -INFINITY;
-    }
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (e < 2) mx0 = fmaxf(mx0, fmaxf(sa[j][e], sb[j][e]));
-        else mx1 = fmaxf(mx1, fmaxf(sa[j][e], sb[j][e]));
-      }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    const float al0 = mn0 == -INFINITY ? 1.0f : exp2f(m0 - mn0);
-    const float al1 = mn1 == -INFINITY ? 1.0f : exp2f(m1 - mn1);
-    m0 = mn0;
-    m1 = mn1;
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float mref = e < 2 ? mn0 : mn1;
-        sa[j][e] = mref == -INFINITY ? 0.0f : exp2f(sa[j][e] - mref);
-        sb[j][e] = mref == -INFINITY ? 0.0f : exp2f(sb[j][e] - mref);
-      }
-    l0 = l0 * al0 + (sa[0][0] + sa[0][1] + sa[1][0] + sa[1][1]) + (sb[0][0] + sb[0][1] + sb[1][0] + sb[1][1]);
-    l1 = l1 * al1 + (sa[0][2] + sa[0][3] + sa[1][2] + sa[1][3]) + (sb[0][2] + sb[0][3] + sb[1][2] + sb[1][3]);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      o[nt][0] *= al0;
-      o[nt][1] *= al0;
-      o[nt][2] *= al1;
-      o[nt][3] *= al1;
-    }
-    pv(st, sa);
-    if (has_b) pv(st + (PAIR - 1) * L::kSlice, sb);
-  }
-  cp_async_wait<0>();
-  combine_warps_and_write<D>(p, o, 1.0f, m0, m1, l0, l1, big, m_w, row_end - row0, row0, tok0, kvh, split);
-}
-
 #include "backend/cuda/attention_compressed.cuh"  // decode_comp_kernel (inside this namespace)
 
-// Which loop decode_comp_kernel runs (PIPE): NINFER_CUDA_COMP_PIPE=0..4; by default 0, and 4
-// for int8 at head_dim 256 (docs/BENCHMARKS.md has the variants measured against each other).
+// Which loop decode_comp_kernel runs (PIPE; NINFER_CUDA_COMP_PIPE=0..4 forces one). The
+// defaults are the fastest measured on the H200 (docs/BENCHMARKS.md, "Loop variants"): int8 0
+// (4 at head_dim 256, where two register sets spill), int4 / rk4v4-e8 / rk2v4-e8 2 at head_dim
+// 128 and 0 otherwise.
 int comp_pipe(int head_dim, CacheKind kind) {
   static const int v = [] {
     const char* e = std::getenv("NINFER_CUDA_COMP_PIPE");
     return e && e[0] >= '0' && e[0] <= '4' ? e[0] - '0' : -1;
   }();
   if (v >= 0) return v;
-  return head_dim == 256 && kind == CacheKind::Int8 ? 4 : 0;
-}
-
-// int8 decode: decode_comp_kernel's register path (FMT 1), unless NINFER_CUDA_INT8_DECODE=smem
-// selects decode_int8_kernel (the cp.async ring through shared memory), kept while both are
-// measured against each other.
-bool int8_register_decode() {
-  static const bool v = [] {
-    const char* e = std::getenv("NINFER_CUDA_INT8_DECODE");
-    return !(e && std::strcmp(e, "smem") == 0);
-  }();
-  return v;
+  if (kind == CacheKind::Int8) return head_dim == 256 ? 4 : 0;
+  return head_dim == 128 ? 2 : 0;
 }
 
 // The kinds whose decode runs decode_comp_kernel (8-row tiles, up to kMaxSplits splits).
 bool register_decode(CacheKind k) {
-  return k == CacheKind::Int4 || k == CacheKind::Rk4 || k == CacheKind::Rk2 ||
-         (k == CacheKind::Int8 && int8_register_decode());
+  return k == CacheKind::Int8 || k == CacheKind::Int4 || k == CacheKind::Rk4 || k == CacheKind::Rk2;
 }
 
 // decode_comp_kernel<D, FMT, PIPE> for the run-time PIPE: launch, or (grid.x == 0) its occupancy.
@@ -1199,21 +908,13 @@ void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
       configured = true;
     }
     decode_attention_kernel<D, 0><<<grid, kThreads, L::kBytes, s>>>(kp);
-  } else if (KIND == 1 && !int8_register_decode()) {
-    using L = DecodeInt8Layout<D>;
-    if (!configured) {
-      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
-      configured = true;
-    }
-    decode_int8_kernel<D><<<grid, kThreads, L::kBytes, s>>>(kp);
   } else {
     // int8 and the compressed kinds: straight from the codes (attention_compressed.cuh), 8-row tiles.
     comp_call<D>(CacheKind(kp.fmt), grid, kp, s);
   }
   NINFER_CUDA_LAUNCH_CHECK();
   if (kp.n_splits > 1) {
-    launch_merge<D>(kp, n_work, KIND == 0 || (KIND == 1 && !int8_register_decode()) ? 16 : kCompRows, s);
+    launch_merge<D>(kp, n_work, KIND == 0 ? 16 : kCompRows, s);
   }
 }
 
@@ -1260,12 +961,6 @@ int occupancy_decode(CacheKind kind) {
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
     NINFER_CUDA_CHECK(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<D, 0>, kThreads, L::kBytes));
-  } else if (KIND == 1 && !int8_register_decode()) {
-    using L = DecodeInt8Layout<D>;
-    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_int8_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           L::kBytes));
-    NINFER_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_int8_kernel<D>, kThreads, L::kBytes));
   } else {
     n = comp_call<D>(kind, dim3(0), KernelParams{}, nullptr);
   }

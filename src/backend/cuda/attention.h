@@ -12,21 +12,20 @@
 //    cp.async ring; S = Q K^T with bf16 tensor-core MMAs (m16n8k16, fp32 accumulate); online
 //    softmax in registers (base-2); P re-packed in registers as the A operand of P V; no CTA
 //    barrier inside the page walk; the 4 warps combine (max, sum, O) at the end.
-//  - decode tiles, int8 cache: the same walk, two pages per warp iteration at head_dim <= 128;
-//    Q is quantised to int8 per (row, 64-group) (step amax/127) and S is an exact int8
-//    tensor-core product per group scaled by q_scale * k_scale; V codes (stored dim-major)
-//    are converted to bf16 in registers and the V scales folded into P.
-//  - decode tiles, compressed caches (int4, rk4v4-e8, rk2v4-e8): decode_comp_kernel
+//  - decode tiles, int8 and compressed caches (int4, rk4v4-e8, rk2v4-e8): decode_comp_kernel
 //    (attention_compressed.cuh), tiles of <= 8 rows, no shared memory for K or V: each lane
 //    loads the raw codes its tensor-core fragments need straight into registers (the next
-//    slice's while the current one computes) and decodes each code once. S^T = K Q^T on int8
-//    tensor cores (m = 16 keys, n = 8 rows: a lane's K fragment is exactly one 8-dim code per
-//    key; Q's head dims are permuted to match, for free); P^T by movmatrix; O^T = V^T P^T on
-//    bf16 tensor cores, the V nibbles turned into exact bf16 by the exponent trick. Offsets
-//    of the raw nibbles (E8's coset bit and +-1/2 shifts, int4's sign, E8P's +-1/4 shift)
-//    are added back exactly by small extra MMAs against per-block Q sums (K) or P sums (V).
-//    Numerics equal the int8 kernel's. Up to 128 KV splits (batch 1 with 2 kv heads). The
-//    loop over slices is software-pipelined (NINFER_CUDA_COMP_PIPE, attention.cu).
+//    slice's while the current one computes) and decodes each code once. Q is quantised to
+//    int8 per (row, 64-group) (step amax/127); S^T = K Q^T on int8 tensor cores (m = 16 keys,
+//    n = 8 rows: a lane's K fragment is exactly one 8-dim code per key; Q's head dims are
+//    permuted to match, for free), exact int32 sums per group scaled by q_scale * k_scale;
+//    P^T by movmatrix; O^T = V^T P^T on bf16 tensor cores, the V nibbles turned into exact
+//    bf16 by the exponent trick (int8: exact fp16 V codes on fp16 tensor cores, P times the V
+//    scale over a running maximum of the V scales). Offsets of the raw nibbles (E8's coset bit
+//    and +-1/2 shifts, int4's sign, E8P's +-1/4 shift) are added back exactly by small extra
+//    MMAs against per-block Q sums (K) or P sums (V). Up to 128 KV splits (batch 1 with 2 kv
+//    heads). The loop over slices has variants (PIPE: one or two register sets, software
+//    pipelined or not), chosen per format and head_dim (comp_pipe, attention.cu).
 //  - decode tiles, minifloat caches (fp8, nvfp4, k8v4; attention_lowbit.cuh): the bf16 walk
 //    on fp16 tensor cores, each warp expanding its raw 16-key slice into fp16 tiles (exact:
 //    e4m3 codes times 2^-8, the fp8 row scales applied to S and folded into P against a
@@ -42,8 +41,9 @@
 //
 // Error budget (what tests/cuda/test_attention.cpp checks against an fp64 reference on the
 // decoded cache): Q and P are rounded to bf16 (relative error <= 2^-9 each), or Q quantised to
-// int8 per row-group in the int8 decode kernel; int8 and compressed values are rounded to bf16
-// after dequantisation (<= 2^-9); everything else accumulates in fp32 (int32 for int8 products).
+// int8 per row-group in the register decode kernel (P: bf16, or fp16 with int8 V); int8 and
+// compressed values are rounded to bf16 after dequantisation in prefill (<= 2^-9); everything
+// else accumulates in fp32 (int32 for int8 products).
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -1,4 +1,4 @@
-// Decode attention straight from the compressed codes (int4, rk4v4-e8, rk2v4-e8): no shared
+// Decode attention straight from the codes (int8, int4, rk4v4-e8, rk2v4-e8): no shared
 // memory for K or V, every code decoded once, by the lane whose tensor-core fragment needs it.
 // Included by attention.cu inside its anonymous namespace (uses KernelParams, smem_rotate,
 // write_tile, mma_s8_16832 and the decoders of kv_codecs.cuh); see attention.h for the design.
@@ -21,12 +21,11 @@
 //      rk2v4-e8: magnitudes 2|a| and sign masks from two 256-entry shared tables (the 8th sign
 //        from the parity, as the CPU decoder); the +-1 shift t of each block is again an fp16
 //        MMA against the Q block sums.
-//    Group sums are scaled by q_scale * k_scale (as the int8 kernel).
+//    Group sums are scaled by q_scale * k_scale. int8: the K codes are the A operand as stored.
 //  - Online softmax on S^T's accumulators: lane holds keys g, g + 8 of rows 2c, 2c + 1; the
 //    row max is a 3-step shuffle over g; O is rescaled only when a row max moved.
 //  - O^T += V^T P^T on bf16 tensor cores (m16n8k16: m = 16 head dims, n = 8 rows, k = 16 keys).
-//    P^T's B fragment is P (times the V scale of its key and group, as the int8 kernel folds
-//    it) transposed by movmatrix. V^T's A fragment: lane (g, c) takes, per group grp, code block
+//    P^T's B fragment is P (times the V scale of its key and group) transposed by movmatrix. V^T's A fragment: lane (g, c) takes, per group grp, code block
 //    8 grp + g of keys 2c, 2c + 1, 2c + 8, 2c + 9 (one code each); value e of the block is head
 //    dim 64 grp + 8 g + e and sits in m-tile 4 grp + e / 2, row g + 8 (e % 2). Two keys' nibbles
 //    are paired per register by one byte permute and become exact bf16 128 + n by the exponent
@@ -36,8 +35,8 @@
 //    current one is computed (PIPE: the loop variants, below).
 // The four warps combine (max, sum, O) at the end; write_tile normalises and rotates back, or
 // writes the split's partials for merge_kernel.
-// Numerics equal the int8 kernel's: Q quantised per (row, 64-group), exact int32 group sums,
-// P * v_scale rounded to bf16, V exact, fp32 accumulation.
+// Numerics: Q quantised per (row, 64-group), exact int32 group sums, P * v_scale rounded to
+// bf16 (int8: p * v_scale / sref to fp16, see sref below), V exact, fp32 accumulation.
 
 constexpr int kCompRows = 8;  // query rows per tile of decode_comp_kernel
 
@@ -193,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       e8pS[i] = make_uint4(mlo, mhi, mlo & 0x01010101u, mhi & 0x01010101u);
     }
   }
-  // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group), as decode_int8_kernel ----
+  // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group) ----
   load_q_rotated<D>(p, big, R8, row0, R, tok0, kvh);
   for (int u = tid; u < R8 * NG * 4; u += kThreads) {  // 32 NG threads: whole warps
     const int r = u / (NG * 4), grp = (u / 4) % NG, q = u % 4;
