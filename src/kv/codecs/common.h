@@ -77,6 +77,38 @@ inline float tree_sumsq64(const float* x) {
   return t[0];
 }
 
+// The lattice encoders' scale search over one 64-group x[64]: for each candidate raw scale
+// (rounded to fp16 by fp16_scale), encode the 8 blocks of x / s with encode(u[8], &dist) and
+// keep the candidate with the smallest sum of block distances times s^2 (the first on ties).
+// Writes the winner's 8 codes and returns its fp16 bits. The GPU encoders (kv_codecs.cuh)
+// follow this order of operations.
+template <class Code, class Encode>
+uint16_t best_scale_codes(const float* x, const float* raw_scales, int n_scales, Encode encode,
+                          Code best_codes[8]) {
+  Code codes[8];
+  for (int b = 0; b < 8; ++b) best_codes[b] = Code(0);  // replaced: every err is finite
+  uint16_t best_bits = 0;
+  float best_err = INFINITY;
+  for (int c = 0; c < n_scales; ++c) {
+    uint16_t sbits;
+    const float s = fp16_scale(raw_scales[c], &sbits);
+    float err = 0.0f;  // sum of block distances (lattice units), then * s * s
+    for (int b = 0; b < 8; ++b) {
+      float u[8], dist;
+      for (int i = 0; i < 8; ++i) u[i] = s > 0.0f ? x[8 * b + i] / s : 0.0f;
+      codes[b] = encode(u, &dist);
+      err = err + dist;
+    }
+    err = (err * s) * s;
+    if (err < best_err) {
+      best_err = err;
+      best_bits = sbits;
+      for (int b = 0; b < 8; ++b) best_codes[b] = codes[b];
+    }
+  }
+  return best_bits;
+}
+
 // Round half to even in the current (default, nearest) rounding mode.
 inline float rne(float v) { return std::nearbyint(v); }
 

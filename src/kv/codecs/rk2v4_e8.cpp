@@ -261,26 +261,8 @@ void k_encode(const float* raw, int d, uint8_t* out) {
   for (int g = 0; g < d; g += 64) {
     const float rms = std::sqrt(tree_sumsq64(x + g) * (1.0f / 64.0f));
     const float raw_scales[2] = {rms * e8p16::kRmsMul, amax(x + g, 64) / e8p16::kAmaxDiv};
-    uint16_t codes[8], best_codes[8];
-    uint16_t best_bits = 0;
-    float best_err = INFINITY;
-    for (float raw_s : raw_scales) {
-      uint16_t sbits;
-      const float s = fp16_scale(raw_s, &sbits);
-      float err = 0.0f;  // sum of block distances (lattice units), then * s * s
-      for (int b = 0; b < 8; ++b) {
-        float u[8], dist;
-        for (int i = 0; i < 8; ++i) u[i] = s > 0.0f ? x[g + 8 * b + i] / s : 0.0f;
-        codes[b] = e8p16::encode_block(u, &dist);
-        err = err + dist;
-      }
-      err = (err * s) * s;
-      if (err < best_err) {
-        best_err = err;
-        best_bits = sbits;
-        for (int b = 0; b < 8; ++b) best_codes[b] = codes[b];
-      }
-    }
+    uint16_t best_codes[8];
+    const uint16_t best_bits = best_scale_codes(x + g, raw_scales, 2, e8p16::encode_block, best_codes);
     store_u16(scales + g / 32, best_bits);
     for (int b = 0; b < 8; ++b) store_u16(out + (g + 8 * b) / 4, best_codes[b]);
   }

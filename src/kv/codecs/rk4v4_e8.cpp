@@ -32,6 +32,8 @@
 // clamp, 2 squares, compare) ~ 60 flops, ~130 in all, ~520 for the four candidates; no tables.
 #include "kv/codecs/rk4v4_e8.h"
 
+#include <iterator>
+
 #include "kv/codecs/codecs.h"
 #include "kv/codecs/common.h"
 #include "kv/codecs/sides.h"
@@ -81,26 +83,11 @@ void e8l32_encode(const float* raw, int d, uint8_t* out) {
   uint8_t* scales = out + d / 2;
   for (int g = 0; g < d; g += 64) {
     const float m = amax(x + g, 64);
-    uint32_t codes[8], best_codes[8];
-    uint16_t best_bits = 0;
-    float best_err = INFINITY;
-    for (float div : e8l32::kAmaxDivs) {
-      uint16_t sbits;
-      const float s = fp16_scale(m / div, &sbits);
-      float err = 0.0f;  // sum of block distances (lattice units), then * s * s
-      for (int b = 0; b < 8; ++b) {
-        float u[8], dist;
-        for (int i = 0; i < 8; ++i) u[i] = s > 0.0f ? x[g + 8 * b + i] / s : 0.0f;
-        codes[b] = e8l32::encode_block(u, &dist);
-        err = err + dist;
-      }
-      err = (err * s) * s;
-      if (err < best_err) {
-        best_err = err;
-        best_bits = sbits;
-        for (int b = 0; b < 8; ++b) best_codes[b] = codes[b];
-      }
-    }
+    float raw_scales[std::size(e8l32::kAmaxDivs)];
+    int n = 0;
+    for (float div : e8l32::kAmaxDivs) raw_scales[n++] = m / div;
+    uint32_t best_codes[8];
+    const uint16_t best_bits = best_scale_codes(x + g, raw_scales, n, e8l32::encode_block, best_codes);
     store_u16(scales + g / 32, best_bits);
     for (int b = 0; b < 8; ++b) store_u32(out + (g + 8 * b) / 2, best_codes[b]);
   }
