@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kv_cache.h"
 
 #define NINFER_REQUIRE_GPU()                                                             \
   do {                                                                                   \
@@ -61,6 +62,29 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0
   std::vector<float> v(n);
   for (float& x : v) x = u(rng);
   return v;
+}
+
+// Appends token rows src [n_tokens][2 * n_kv_heads * head_dim] (K columns, then V) to the
+// pools at (page[t], slot[t]) with the append kernel of `kind`; k_rotate: the format's K
+// rotation is H_D (int8; the compressed kinds always rotate).
+inline void append_kv_rows(const float* src, int n_tokens, int n_kv_heads, int head_dim, cuda::CacheKind kind,
+                           bool k_rotate, const int32_t* page, const int32_t* slot, uint8_t* k_pool,
+                           uint8_t* v_pool) {
+  cuda::KvAppendParams p;
+  p.src = src;
+  p.ld = 2 * n_kv_heads * head_dim;
+  p.k_col = 0;
+  p.v_col = n_kv_heads * head_dim;
+  p.tok_page = page;
+  p.tok_slot = slot;
+  p.k_pool = k_pool;
+  p.v_pool = v_pool;
+  p.n_tokens = n_tokens;
+  p.n_kv_heads = n_kv_heads;
+  p.head_dim = head_dim;
+  p.kind = kind;
+  p.k_rotate = k_rotate;
+  cuda::launch_kv_append(p, nullptr);
 }
 
 inline float bf16f(uint16_t h) {

@@ -120,21 +120,8 @@ TEST_P(PagedAttentionTest, MatchesFp64ReferenceOnDecodedCache) {
     for (size_t i = 0; i < junk.size(); ++i) junk[i] = uint8_t((i * 131 + 7) % 97);
     v_pool.upload(junk);
   }
-  cuda::KvAppendParams ap;
-  ap.src = d_kv.get();
-  ap.ld = ld;
-  ap.k_col = 0;
-  ap.v_col = nkv * d;
-  ap.tok_page = d_page.get();
-  ap.tok_slot = d_slot.get();
-  ap.k_pool = k_pool.get();
-  ap.v_pool = v_pool.get();
-  ap.n_tokens = total_ctx;
-  ap.n_kv_heads = nkv;
-  ap.head_dim = d;
-  ap.kind = kind;
-  ap.k_rotate = fmt.k.rotation == KvRotation::HadamardHead;
-  cuda::launch_kv_append(ap, nullptr);
+  test::append_kv_rows(d_kv.get(), total_ctx, nkv, d, kind, fmt.k.rotation == KvRotation::HadamardHead,
+                       d_page.get(), d_slot.get(), k_pool.get(), v_pool.get());
 
   // Queries (fp32, post rope in a real forward) and the output.
   std::vector<float> q = test::random_floats(size_t(total_q) * nh * d, seed + 1);
@@ -304,19 +291,8 @@ TEST(PagedAttentionProps, ResultIndependentOfBatchAndPagePlacement) {
     DevBuf<int32_t> dp, ds;
     dp.upload(page);
     ds.upload(slot);
-    cuda::KvAppendParams ap;
-    ap.src = d_kv.get();
-    ap.ld = 2 * nkv * d;
-    ap.k_col = 0;
-    ap.v_col = nkv * d;
-    ap.tok_page = dp.get();
-    ap.tok_slot = ds.get();
-    ap.k_pool = kp.get();
-    ap.v_pool = vp.get();
-    ap.n_tokens = n_ctx;
-    ap.n_kv_heads = nkv;
-    ap.head_dim = d;
-    cuda::launch_kv_append(ap, nullptr);
+    test::append_kv_rows(d_kv.get(), n_ctx, nkv, d, cuda::CacheKind::Bf16, false, dp.get(), ds.get(), kp.get(),
+                         vp.get());
     cuda::PagedAttention attn(cuda::AttnShape{nh, nkv, d, cuda::CacheKind::Bf16, 0, 0});
     attn.force_splits(2);
     std::vector<cuda::AttnSeq> seqs;

@@ -141,21 +141,8 @@ TEST_P(KvAppend, BytesMatchCpuCodec) {
   DevBuf<uint8_t> k_pool(size_t(n_pages) * nkv * kblk), v_pool(size_t(n_pages) * nkv * vblk);
   k_pool.poison();
   v_pool.poison();
-  cuda::KvAppendParams p;
-  p.src = d_src.get();
-  p.ld = ld;
-  p.k_col = 0;
-  p.v_col = nkv * d;
-  p.tok_page = d_page.get();
-  p.tok_slot = d_slot.get();
-  p.k_pool = k_pool.get();
-  p.v_pool = v_pool.get();
-  p.n_tokens = n_tok;
-  p.n_kv_heads = nkv;
-  p.head_dim = d;
-  p.kind = kind;
-  p.k_rotate = fmt.k.rotation == KvRotation::HadamardHead;
-  cuda::launch_kv_append(p, nullptr);
+  test::append_kv_rows(d_src.get(), n_tok, nkv, d, kind, fmt.k.rotation == KvRotation::HadamardHead, d_page.get(),
+                       d_slot.get(), k_pool.get(), v_pool.get());
   const std::vector<uint8_t> kh = k_pool.download(), vh = v_pool.download();
   ASSERT_EQ(cuda::cache_code_bytes(kind, d, 0) + cuda::cache_scale_bytes(kind, d, 0), fmt.k_bytes(d));
   ASSERT_EQ(cuda::cache_code_bytes(kind, d, 1) + cuda::cache_scale_bytes(kind, d, 1), fmt.v_bytes(d));
