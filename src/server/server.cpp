@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -26,6 +27,26 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kKeepAlive = std::chrono::milliseconds(1000);
 // NOTE: how long a stream handler waits for output before looking at the keep-alive clock.
 constexpr auto kPoll = std::chrono::milliseconds(100);
+// NOTE: cpp-httplib 0.11 (Debian's libcpp-httplib) gives a server 5 s read, write and
+// keep-alive timeouts, and the keep-alive one also bounds the wait for the *first* request on a
+// new connection: a worker that picks up an accepted socket closes it, with no response, when
+// no byte arrives within 5 s (and a request whose bytes stall 5 s midway gets a bare 400). A
+// healthy but CPU-starved machine crosses that line: a client descheduled between connect()
+// and send(), or whose first segment was dropped by a full listen queue and waits for its
+// retransmit, then sees "connection failed: Read" with no HTTP status, and the server logs
+// nothing: the likely source of the 4-in-200 "Read" failures of the load test on a busy CI
+// machine. Requests here are legitimately slow anyway, so read/write limits are 600 s (as
+// llama.cpp's server --timeout default); an idle keep-alive connection still gives its handler
+// thread back after kKeepAliveIdleS. (A streaming client that stops reading without closing is
+// now noticed after kWriteTimeoutS instead of 5 s, once the socket buffer is full.)
+constexpr time_t kReadTimeoutS = 600;
+constexpr time_t kWriteTimeoutS = 600;
+constexpr time_t kKeepAliveIdleS = 60;
+// NOTE: cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into the
+// library); 16 clients connecting at once overflow it while the accept thread waits for a CPU,
+// and the kernel drops their SYNs (a 1 s retransmit each) or their first data. listen() again
+// on the bound socket raises it.
+constexpr int kListenBacklog = 1024;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -60,6 +81,7 @@ struct Server::Impl {
   std::mt19937_64 rng{std::random_device{}()};
   int64_t started_unix = 0;
   std::mutex log_mu;
+  socket_t listen_fd = INVALID_SOCKET;
 
   Impl(const Engine& e, Scheduler& s, ServerOptions o) : eng(e), sched(s), opt(std::move(o)) {}
 
@@ -289,6 +311,14 @@ void Server::Impl::setup() {
   http.set_payload_max_length(opt.max_body_bytes);
   http.set_tcp_nodelay(true);
   http.set_keep_alive_max_count(1000);
+  http.set_read_timeout(kReadTimeoutS, 0);
+  http.set_write_timeout(kWriteTimeoutS, 0);
+  http.set_keep_alive_timeout(kKeepAliveIdleS);
+  // Remembers the listening socket (httplib does not expose it) for bind() to raise its backlog.
+  http.set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    if (listen_fd == INVALID_SOCKET) listen_fd = sock;
+  });
 
   http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     completions(req, res, Endpoint::kChat);
@@ -376,15 +406,21 @@ Server::~Server() { stop(); }
 
 int Server::bind() {
   const ServerOptions& o = impl_->opt;
+  int port = o.port;
   if (o.port == 0) {
-    const int port = impl_->http.bind_to_any_port(o.host);
+    port = impl_->http.bind_to_any_port(o.host);
     if (port <= 0) fail("cannot listen on {} (any port): the address is not available", o.host);
-    return port;
-  }
-  if (!impl_->http.bind_to_port(o.host, o.port))
+  } else if (!impl_->http.bind_to_port(o.host, o.port)) {
     fail("cannot listen on {}:{}: the port is in use or the address is not available (--host, --port)", o.host,
          o.port);
-  return o.port;
+  }
+  // Best effort: on failure the library's backlog of 5 stays (the kernel caps it at somaxconn).
+  int listening = 0;
+  socklen_t len = sizeof(listening);
+  if (impl_->listen_fd != INVALID_SOCKET &&
+      getsockopt(impl_->listen_fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening)
+    ::listen(impl_->listen_fd, kListenBacklog);
+  return port;
 }
 
 void Server::run() { impl_->http.listen_after_bind(); }

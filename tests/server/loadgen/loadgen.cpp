@@ -214,7 +214,8 @@ int main(int argc, char** argv) {
   std::map<std::string, int> errors;
   std::vector<double> lat, ttft;
   std::string first_error;
-  for (const Result& r : results) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
     if (r.status == 200 && r.error.empty()) {
       ++ok;
       prompt += r.prompt_tokens;
@@ -224,6 +225,9 @@ int main(int argc, char** argv) {
     } else {
       ++errors[std::to_string(r.status)];
       if (first_error.empty()) first_error = r.error;
+      // When each failure happened tells timeouts (a fixed delay) from other causes.
+      std::fprintf(stderr, "server_loadgen: request %zu failed after %.3f s: status %d: %s\n", i, r.seconds, r.status,
+                   r.error.c_str());
     }
   }
   // The scheduler frees pages at the end of the step that finishes a request, which can be
