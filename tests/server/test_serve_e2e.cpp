@@ -2,7 +2,11 @@
 // the CPU backend, driven over HTTP (our client, the official OpenAI Node SDK and a load
 // generator). Checks the wire format, greedy outputs against the CLI and against
 // single-request runs, disconnects freeing pages, clear errors, and a bounded load run.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
@@ -125,7 +129,9 @@ TEST_F(Serve, ChatStreamingMatchesNonStreaming) {
   for (size_t i = 0; i + 1 < s.events.size(); ++i) {
     json e = json::parse(s.events[i]);
     EXPECT_EQ(e["id"], first["id"]);
-    if (i + 2 < s.events.size()) EXPECT_TRUE(e["usage"].is_null()) << "usage is null on every chunk but the last";
+    if (i + 2 < s.events.size()) {
+      EXPECT_TRUE(e["usage"].is_null()) << "usage is null on every chunk but the last";
+    }
   }
   EXPECT_EQ(stream_text(s), plain.j["choices"][0]["message"]["content"].get<std::string>());
 }
@@ -178,6 +184,43 @@ TEST_F(Serve, SixteenConcurrentStreamsEachGetTheirOwnAnswer) {
   const double tokens = client().metric("ninfer_generation_tokens_total") - tokens0;
   EXPECT_LT(steps, tokens / 2) << "the streams were not decoded in shared steps";
   EXPECT_TRUE(idle_within(5s));
+}
+
+// A raw HTTP/1.1 GET /health over a fresh connection, with `pause_before` between connect()
+// and the first byte and `pause_mid` between the request line and the headers; returns the
+// reply's first line ("" when the server closed the connection without one).
+std::string slow_health_request(int port, std::chrono::milliseconds pause_before, std::chrono::milliseconds pause_mid) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "socket() failed";
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string line;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+    std::this_thread::sleep_for(pause_before);
+    const std::string head = "GET /health HTTP/1.1\r\n", rest = "Host: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    bool sent = ::send(fd, head.data(), head.size(), MSG_NOSIGNAL) == ssize_t(head.size());
+    std::this_thread::sleep_for(pause_mid);
+    sent = sent && ::send(fd, rest.data(), rest.size(), MSG_NOSIGNAL) == ssize_t(rest.size());
+    char buf[256];
+    const ssize_t n = sent ? ::recv(fd, buf, sizeof(buf), 0) : -1;
+    if (n > 0) line.assign(buf, size_t(n));
+    line = line.substr(0, line.find("\r\n"));
+  } else {
+    line = "connect() failed";
+  }
+  ::close(fd);
+  return line;
+}
+
+// A client that stalls (descheduled on a busy machine, or its first segment retransmitted)
+// must still be answered: cpp-httplib 0.11's default 5 s keep-alive timeout, which also bounds
+// the wait for the first request of a connection, closed such connections without a reply,
+// and its 5 s read timeout answered a request stalled midway with a bare 400 (server.cpp).
+TEST_F(Serve, ClientsThatPauseSixSecondsAreStillAnswered) {
+  EXPECT_EQ(slow_health_request(server->port(), 6s, 0s), "HTTP/1.1 200 OK") << "pause before the request";
+  EXPECT_EQ(slow_health_request(server->port(), 0s, 6s), "HTTP/1.1 200 OK") << "pause inside the request";
 }
 
 TEST_F(Serve, DisconnectMidStreamFreesPages) {
