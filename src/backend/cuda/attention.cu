@@ -744,17 +744,21 @@ __device__ __forceinline__ void mma_s8_16832(int d[4], const uint32_t a[4], uint
 int comp_pipe(int head_dim, CacheKind kind) {
   static const int v = [] {
     const char* e = std::getenv("NINFER_CUDA_COMP_PIPE");
-    return e && e[0] >= '0' && e[0] <= '4' ? e[0] - '0' : -1;
+    if (!e || !*e) return -1;
+    if (e[0] < '0' || e[0] > '4' || e[1] != '\0')
+      throw std::runtime_error(std::string("NINFER_CUDA_COMP_PIPE must be one of 0, 1, 2, 3, 4, got '") + e + "'");
+    return e[0] - '0';
   }();
   if (v >= 0) return v;
   if (kind == CacheKind::Int8) return head_dim == 256 ? 4 : 0;
   return head_dim == 128 ? 2 : 0;
 }
 
-// The kinds whose decode runs decode_comp_kernel (8-row tiles, up to kMaxSplits splits).
-bool register_decode(CacheKind k) {
-  return k == CacheKind::Int8 || k == CacheKind::Int4 || k == CacheKind::Rk4 || k == CacheKind::Rk2;
-}
+// Rows per decode-class work item: 16 for bf16, kCompRows (decode_comp_kernel's tile) for every
+// other kind. NOTE: decode_lowbit_kernel's tile is 16 rows, so a minifloat chunk of 9-16 rows
+// gets two overlapping work items whose CTAs compute rows 8-15 twice (identical values); the
+// fix (16-row items for the minifloat kinds) is on branch kernel-tidy, not yet run on a GPU.
+int decode_work_rows(CacheKind k) { return k == CacheKind::Bf16 ? 16 : kCompRows; }
 
 // decode_comp_kernel<D, FMT, PIPE> for the run-time PIPE: launch, or (grid.x == 0) its occupancy.
 template <int D, int FMT>
@@ -995,7 +999,7 @@ PagedAttention::PagedAttention(const AttnShape& shape) : shape_(shape) {
   NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, dev));
   cls_[0].mt = 1;
   cls_[1].mt = mt_for(1, shape.head_dim);
-  cls_[0].rows = register_decode(shape.kind) || cache_lowbit(shape.kind) ? kCompRows : 16;
+  cls_[0].rows = decode_work_rows(shape.kind);
   cls_[1].rows = 16 * cls_[1].mt;
   if (shape.kind == CacheKind::Rk2) e8p_abs_ = e8p_device_tables().abs;
   for (int c = 0; c < 2; ++c) {
@@ -1069,7 +1073,7 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     const int ctas = k.n_work * shape_.n_kv_heads;
     int splits = std::max(1, k.slots / ctas);
     splits = std::min(splits, std::max(1, max_pages[c] / 4));
-    splits = std::min(splits, c == 0 && (register_decode(shape_.kind) || cache_lowbit(shape_.kind)) ? kMaxSplits : 64);
+    splits = std::min(splits, c == 0 && shape_.kind != CacheKind::Bf16 ? kMaxSplits : 64);
     const size_t row_bytes = size_t(n_rows_total_) * (size_t(shape_.head_dim) + 2) * 4;
     while (splits > 1 && size_t(splits) * row_bytes > (size_t(256) << 20)) --splits;
     if (forced_splits_ > 0) splits = std::min(forced_splits_, kMaxSplits);
