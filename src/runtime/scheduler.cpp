@@ -219,15 +219,8 @@ void Scheduler::iterate(std::vector<std::shared_ptr<detail::RequestState>>& inco
   for (auto& a : running_)
     if (a->st->cancel) finish(*a, "cancelled");
   auto is_done = [](const std::unique_ptr<Active>& a) { return a->done; };
-  int dropped_unadmitted = 0;
-  for (auto& a : waiting_)
-    if (a->done && !a->admitted_once) ++dropped_unadmitted;
   waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(), is_done), waiting_.end());
   running_.erase(std::remove_if(running_.begin(), running_.end(), is_done), running_.end());
-  if (dropped_unadmitted > 0) {
-    std::lock_guard lk(mu_);
-    n_waiting_shared_ -= dropped_unadmitted;
-  }
 
   admit();
   run_step();
@@ -410,9 +403,18 @@ void Scheduler::emit_token(Active& a, int32_t tok) {
 void Scheduler::finish(Active& a, const std::string& reason, const std::string& error) {
   if (a.done) return;
   a.done = true;
-  if (a.seq >= 0) {
+  const bool was_running = a.seq >= 0;
+  if (was_running) {
     eng_.free_sequence(a.seq);
     a.seq = -1;
+  }
+  {
+    // NOTE: release the request's place in submit()'s queue limit before its handle sees
+    // it finished, so a client that submits again the moment it has its answer is not
+    // refused for its own finished request (the stats are republished after the step).
+    std::lock_guard lk(mu_);
+    if (!a.admitted_once) --n_waiting_shared_;
+    if (was_running) stats_.running = std::max(0, stats_.running - 1);
   }
   if (reason == "stop") ++local_.finished_stop;
   else if (reason == "length") ++local_.finished_length;

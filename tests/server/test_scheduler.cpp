@@ -190,6 +190,26 @@ TEST(Scheduler, LimitsAreErrors) {
   EXPECT_THROW(s.submit(greedy({5, 6, 7}, 1)), ShuttingDownError);
 }
 
+// A request's place under --max-queue is given back before its handle reports it finished,
+// so a client that submits again the moment it has its answer is never refused for it.
+TEST(Scheduler, AFinishedRequestNoLongerCountsAgainstTheQueueLimit) {
+  NINFER_REQUIRE_MODEL("ref-qwen3-d256");
+  auto eng = make_engine(128, 0);
+  SchedulerOptions so;
+  so.max_concurrency = 1;
+  so.max_queue = 0;
+  Scheduler s(*eng, so);
+  for (int i = 0; i < 100; ++i) {
+    // Never admitted (nothing to generate) ...
+    EXPECT_EQ(s.submit(greedy({5, 6, 7}, 0)).wait_done().finish_reason, "length") << "round " << i;
+    // ... and admitted, then cancelled.
+    RequestHandle h = s.submit(greedy({5, 6, 7}, 100, true));
+    h.cancel();
+    EXPECT_EQ(h.wait_done().finish_reason, "cancelled") << "round " << i;
+  }
+  EXPECT_EQ(s.stats().requests_rejected, 0u);
+}
+
 TEST(Scheduler, StopFailsInFlightRequests) {
   NINFER_REQUIRE_MODEL("ref-qwen3-d256");
   auto eng = make_engine(512, 0);
