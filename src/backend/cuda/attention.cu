@@ -26,6 +26,7 @@
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/e8p_alu.h"
 #include "backend/cuda/kv_codecs.cuh"
 #include "backend/cuda/kv_lowbit.cuh"
 
@@ -754,6 +755,19 @@ int comp_pipe(int head_dim, CacheKind kind) {
   return head_dim == 128 ? 2 : 0;
 }
 
+// Which rk2v4-e8 K decode decode_comp_kernel runs: FMT 4 (two shared tables, the measured
+// default) or 5 (one table, integer signs; NINFER_CUDA_E8P_DECODE=alu, =table for 4). Both
+// give the same scores exactly (int32 sums of the same 4 y); 5 is there to be measured.
+int e8p_decode_fmt() {
+  static const int v = [] {
+    const char* e = std::getenv("NINFER_CUDA_E8P_DECODE");
+    if (!e || !*e || std::strcmp(e, "table") == 0) return 4;
+    if (std::strcmp(e, "alu") == 0) return 5;
+    throw std::runtime_error(std::string("NINFER_CUDA_E8P_DECODE must be 'table' or 'alu', got '") + e + "'");
+  }();
+  return v;
+}
+
 // Rows per decode-class work item: 16 for bf16, kCompRows (decode_comp_kernel's tile) for every
 // other kind. NOTE: decode_lowbit_kernel's tile is 16 rows, so a minifloat chunk of 9-16 rows
 // gets two overlapping work items whose CTAs compute rows 8-15 twice (identical values); the
@@ -788,7 +802,8 @@ int comp_call(CacheKind kind, dim3 grid, const KernelParams& kp, cudaStream_t s)
     case CacheKind::Int8: return comp_kernel_call<D, 1>(pipe, grid, kp, s);
     case CacheKind::Int4: return comp_kernel_call<D, 2>(pipe, grid, kp, s);
     case CacheKind::Rk4: return comp_kernel_call<D, 3>(pipe, grid, kp, s);
-    default: return comp_kernel_call<D, 4>(pipe, grid, kp, s);
+    default:
+      return e8p_decode_fmt() == 5 ? comp_kernel_call<D, 5>(pipe, grid, kp, s) : comp_kernel_call<D, 4>(pipe, grid, kp, s);
   }
 }
 

@@ -18,9 +18,11 @@
 //        parity bit back); 2y = 2n + c - 16 is restored exactly by starting the int32
 //        accumulators at -8 sum(q) per group and adding sum_blocks c Qbs (the coset bits of the
 //        lane's blocks times the rows' int8 Q sums per block) from an fp16 m16n8k8 MMA;
-//      rk2v4-e8: magnitudes 2|a| and sign masks from two 256-entry shared tables (the 8th sign
-//        from the parity, as the CPU decoder); the +-1 shift t of each block is again an fp16
-//        MMA against the Q block sums.
+//      rk2v4-e8 (FMT 4, the default): magnitudes 2|a| and sign masks from two 256-entry shared
+//        tables (the 8th sign from the parity, as the CPU decoder); the +-1 shift t of each
+//        block is again an fp16 MMA against the Q block sums. FMT 5 (NINFER_CUDA_E8P_DECODE=
+//        alu): one 4-byte shared table word per code, signs and t in integer arithmetic
+//        (e8p_alu.h), so the bytes are 4y and the int8 MMA alone gives the scores.
 //    Group sums are scaled by q_scale * k_scale. int8: the K codes are the A operand as stored.
 //  - Online softmax on S^T's accumulators: lane holds keys g, g + 8 of rows 2c, 2c + 1; the
 //    row max is a 3-step shuffle over g; O is rescaled only when a row max moved.
@@ -81,20 +83,21 @@ __device__ __forceinline__ uint32_t nib_pair_bf16(uint32_t x, uint32_t y) {
   return INT4 ? ((r & 0x000F000Fu) ^ 0x43084308u) : ((r & 0x000F000Fu) | 0x43004300u);
 }
 
-// One 8-value code block -> int8 bytes (values 0..3 in lo, 4..7 in hi), kv_codecs.cuh.
-// int4: values 0, 2, 4, 6 in lo and 1, 3, 5, 7 in hi, each as 16 * value (the nibble in the
-// high half of its byte is the int8 two's complement of 16 v): two logic ops.
-template <int FMT, int SIDE>
-__device__ __forceinline__ void comp_dec8(uint32_t code, const uint32_t* tab, uint32_t& lo, uint32_t& hi) {
-  if constexpr (FMT == 2) {
-    lo = (code << 4) & 0xF0F0F0F0u;
-    hi = code & 0xF0F0F0F0u;
-  } else if constexpr (FMT == 4 && SIDE == 0) {
-    e8p16_to_s8x8(code & 0xFFFFu, tab, lo, hi);
-  } else {
-    e8l32_to_s8x8(code, lo, hi);
-  }
+// One int4 code block -> int8 bytes: values 0, 2, 4, 6 in lo and 1, 3, 5, 7 in hi, each as
+// 16 * value (the nibble in the high half of its byte is the int8 two's complement of 16 v).
+__device__ __forceinline__ void int4_dec8(uint32_t code, uint32_t& lo, uint32_t& hi) {
+  lo = (code << 4) & 0xF0F0F0F0u;
+  hi = code & 0xF0F0F0F0u;
 }
+
+// The FMT template argument of decode_comp_kernel: the K decode (V: int8, int4 nibbles, or
+// the E8 nibbles of rk4v4-e8, which rk2v4-e8 shares).
+//   1 int8, 2 int4, 3 rk4v4-e8,
+//   4 rk2v4-e8 with two shared tables (magnitudes; sign masks indexed by the first lookup's
+//     parity bit) and the +-1 shift t as an fp16 MMA,
+//   5 rk2v4-e8 with one 4-byte shared table and the signs and t in integer arithmetic
+//     (e8p_alu.h; NINFER_CUDA_E8P_DECODE=alu, attention.cu).
+constexpr bool is_e8p(int fmt) { return fmt == 4 || fmt == 5; }
 
 __device__ __forceinline__ void mma_u8s8_16832(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -117,7 +120,7 @@ struct CompSlice {
   static constexpr int NG = D / 64, NW = (NG + 1) / 2;
   // K: the keys of m-rows g, g + 8; per group, blocks 8 grp + 2c and + 1 (rk2v4-e8: both u16
   // codes in k[.][grp][0]; int8: the 16 bytes of both blocks).
-  uint32_t k[2][NG][FMT == 4 ? 1 : (FMT == 1 ? 4 : 2)];
+  uint32_t k[2][NG][is_e8p(FMT) ? 1 : (FMT == 1 ? 4 : 2)];
   // V: keys 2c, 2c + 1, 2c + 8, 2c + 9; block 8 grp + g. int8 (dim-major pages): v[e][grp] =
   // head dim 64 grp + 8 g + e of the keys of k-rows 2c, 2c + 1, 2c + 8, 2c + 9 (bytes 0..3).
   uint32_t v[FMT == 1 ? 8 : 4][NG];
@@ -151,7 +154,7 @@ template <int D, int FMT, int PIPE>
 __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE == 3 ? 4 : 3)) : 2)
     decode_comp_kernel(KernelParams p) {
   constexpr int NG = D / 64, R8 = kCompRows;
-  constexpr int KCB = FMT == 4 ? D / 4 : (FMT == 1 ? D : D / 2), VCB = FMT == 1 ? D : D / 2;  // code bytes per row
+  constexpr int KCB = is_e8p(FMT) ? D / 4 : (FMT == 1 ? D : D / 2), VCB = FMT == 1 ? D : D / 2;  // code bytes per row
   constexpr size_t KBLK = size_t(kPage) * (KCB + 2 * NG), VBLK = size_t(kPage) * (VCB + 2 * NG);
   __shared__ __align__(16) float big[4 * R8 * D];  // Q fp32 [8][D] in the prologue; O exchange [4][8][D]
   __shared__ __align__(16) int8_t Q8[R8 * D];
@@ -162,6 +165,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // 8th sign from the parity, as e8p16_decode_q4) and those masks & 0x01 per byte.
   __shared__ uint2 e8pT[FMT == 4 ? 256 : 1];
   __shared__ uint4 e8pS[FMT == 4 ? 256 : 1];
+  __shared__ uint32_t e8pW[FMT == 5 ? 256 : 1];  // FMT 5: e8p_alu::table_word of each entry
   __shared__ float m_w[4 * R8], l_w[4 * R8], mfin_s[R8], lfin_s[R8];
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -191,6 +195,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       }
       e8pS[i] = make_uint4(mlo, mhi, mlo & 0x01010101u, mhi & 0x01010101u);
     }
+  }
+  if constexpr (FMT == 5) {
+    for (int i = tid; i < 256; i += kThreads) e8pW[i] = e8p_alu::table_word(__ldg(p.e8p_abs + i));
   }
   // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group) ----
   load_q_rotated<D>(p, big, R8, row0, R, tok0, kvh);
@@ -262,7 +269,6 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   constexpr float k_mul = FMT == 2 ? 1.0f / 16 : (FMT == 3 || FMT == 1 ? 1.0f : 0.25f);  // E8: (2y / 2) via ia + cor / 2; E8P: 4y
   constexpr float v_mul = FMT == 2 ? 1.0f : 0.5f;
   const float sl2 = p.scale_log2;
-  const uint32_t* tab = p.e8p_abs;
 
   using Slice = CompSlice<D, FMT>;
   auto loadK = [&](Slice& s, int page) {
@@ -279,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
           s.k[h][grp][1] = t.y;
           s.k[h][grp][2] = t.z;
           s.k[h][grp][3] = t.w;
-        } else if constexpr (FMT == 4) {
+        } else if constexpr (is_e8p(FMT)) {
           s.k[h][grp][0] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + 2 * cq) * 2));
         } else {
           const uint2 t = __ldg(reinterpret_cast<const uint2*>(row + (8 * grp + 2 * cq) * 4));
@@ -341,8 +347,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
 #pragma unroll
         for (int kk = 0; kk < 2; ++kk) {
           uint32_t a[4];
-          const uint32_t w0 = e8_fix_nibble7(s.k[0][grp][FMT == 4 ? 0 : kk]);
-          const uint32_t w1 = e8_fix_nibble7(s.k[1][grp][FMT == 4 ? 0 : kk]);
+          const uint32_t w0 = e8_fix_nibble7(s.k[0][grp][kk]);
+          const uint32_t w1 = e8_fix_nibble7(s.k[1][grp][kk]);
           a[0] = w0 & 0x0F0F0F0Fu;
           a[2] = (w0 >> 4) & 0x0F0F0F0Fu;
           a[1] = w1 & 0x0F0F0F0Fu;
@@ -350,8 +356,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
           mma_u8s8_16832(ia, a, qf[2 * grp + kk][0], qf[2 * grp + kk][1]);
         }
         float cr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        const uint32_t ca0 = bit28_pair(s.k[0][grp][0], s.k[0][grp][FMT == 4 ? 0 : 1], 0x3C003C00u);
-        const uint32_t ca1 = bit28_pair(s.k[1][grp][0], s.k[1][grp][FMT == 4 ? 0 : 1], 0x3C003C00u);
+        const uint32_t ca0 = bit28_pair(s.k[0][grp][0], s.k[0][grp][1], 0x3C003C00u);
+        const uint32_t ca1 = bit28_pair(s.k[1][grp][0], s.k[1][grp][1], 0x3C003C00u);
         mma_f16_1688(cr, ca0, ca1, qb[grp]);
 #pragma unroll
         for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]) + 0.5f * cr[e];  // exact: |.| < 2^22, halves
@@ -378,6 +384,21 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
                      qb[grp]);
 #pragma unroll
         for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]) + cr[e];  // exact integers
+      } else if constexpr (FMT == 5) {
+        // E8P, integer path: the bytes are 4y exactly (t included), so sum q 4y = ia.
+        int ia[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          uint32_t a[4];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t code = kk ? s.k[h][grp][0] >> 16 : s.k[h][grp][0] & 0xFFFFu;
+            e8p_alu::decode(code, e8pW[code & 0xFFu], a[h], a[h + 2]);
+          }
+          mma_s8_16832(ia, a, qf[2 * grp + kk][0], qf[2 * grp + kk][1]);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]);
       } else if constexpr (FMT == 1) {
         int ia[4] = {0, 0, 0, 0};
 #pragma unroll
@@ -393,8 +414,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
 #pragma unroll
         for (int kk = 0; kk < 2; ++kk) {
           uint32_t a[4];
-          comp_dec8<FMT, 0>(s.k[0][grp][FMT == 4 ? 0 : kk], tab, a[0], a[2]);
-          comp_dec8<FMT, 0>(s.k[1][grp][FMT == 4 ? 0 : kk], tab, a[1], a[3]);
+          int4_dec8(s.k[0][grp][kk], a[0], a[2]);
+          int4_dec8(s.k[1][grp][kk], a[1], a[3]);
           mma_s8_16832(ia, a, qf[2 * grp + kk][0], qf[2 * grp + kk][1]);
         }
 #pragma unroll

@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/e8p_alu.h"
 #include "backend/cuda/kv_cache.h"
 #include "backend/cuda/kv_codecs.cuh"
 #include "kv/codecs/rk2v4_e8.h"
@@ -165,14 +166,9 @@ E8pTables e8p_device_tables() {
     std::vector<uint8_t> index(6561, 255);
     for (int idx = 0; idx < 256; ++idx) {
       const uint32_t a = codecs::e8p16::abs_pattern(idx);
-      int threes = 0, key = 0, pow3 = 1;
-      for (int i = 0; i < 8; ++i, pow3 *= 3) {
-        const int v = int((a >> (4 * i)) & 0xF);
-        threes += v == 3;
-        key += (v - 1) / 2 * pow3;
-      }
-      // p(a) = number of 3/2 entries mod 2 (the leaders' parity column in rk2v4_e8.cpp).
-      abs[size_t(idx)] = a | (uint32_t(threes & 1) << 3);
+      int key = 0, pow3 = 1;
+      for (int i = 0; i < 8; ++i, pow3 *= 3) key += (int((a >> (4 * i)) & 0xF) - 1) / 2 * pow3;
+      abs[size_t(idx)] = e8p_alu::abs_entry(idx);  // a with p(a) in bit 3
       if (idx < codecs::e8p16::kPatterns) index[size_t(key)] = uint8_t(idx);
     }
     void* d = nullptr;
