@@ -160,13 +160,18 @@ TEST(Scheduler, StopStringsCutAndStreamInPieces) {
   EXPECT_EQ(o.finish_reason, "stop");
 }
 
+// One request runs at a time; max_queue more may wait.
+SchedulerOptions one_slot(int max_queue) {
+  SchedulerOptions so;
+  so.max_concurrency = 1;
+  so.max_queue = max_queue;
+  return so;
+}
+
 TEST(Scheduler, LimitsAreErrors) {
   NINFER_REQUIRE_MODEL("ref-qwen3-d256");
   auto eng = make_engine(128, 0);
-  SchedulerOptions so;
-  so.max_concurrency = 1;
-  so.max_queue = 1;
-  Scheduler s(*eng, so);
+  Scheduler s(*eng, one_slot(1));
   EXPECT_THROW(s.submit(greedy(std::vector<int32_t>(128, 5), 4)), PromptTooLongError);
   EXPECT_THROW(s.submit(greedy({}, 4)), Error);
   RequestParams bad = greedy({5, 6}, 4);
@@ -195,10 +200,7 @@ TEST(Scheduler, LimitsAreErrors) {
 TEST(Scheduler, AFinishedRequestNoLongerCountsAgainstTheQueueLimit) {
   NINFER_REQUIRE_MODEL("ref-qwen3-d256");
   auto eng = make_engine(128, 0);
-  SchedulerOptions so;
-  so.max_concurrency = 1;
-  so.max_queue = 0;
-  Scheduler s(*eng, so);
+  Scheduler s(*eng, one_slot(0));
   for (int i = 0; i < 100; ++i) {
     // Never admitted (nothing to generate) ...
     EXPECT_EQ(s.submit(greedy({5, 6, 7}, 0)).wait_done().finish_reason, "length") << "round " << i;

@@ -361,10 +361,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
         mma_f16_1688(cr, ca0, ca1, qb[grp]);
 #pragma unroll
         for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]) + 0.5f * cr[e];  // exact: |.| < 2^22, halves
-      } else if constexpr (FMT == 4) {
-        // E8P: 4y_i = s_i 2|a_i| + t (t = +-1 per block, code bit 15): the signed magnitudes
-        // from the two tables, the t term as an fp16 MMA (A: t of the lane's two blocks per
-        // key, B: the rows' block sums), so sum q 4y = ia + cr exactly.
+      } else if constexpr (is_e8p(FMT)) {
+        // E8P: 4y_i = s_i 2|a_i| + t (t = +-1 per block, code bit 15). FMT 4: the signed
+        // magnitudes from the two tables, the t term as an fp16 MMA (A: t of the lane's two
+        // blocks per key, B: the rows' block sums), so sum q 4y = ia + cr exactly. FMT 5: the
+        // bytes are 4y exactly (t included, e8p_alu.h), so sum q 4y = ia.
         int ia[4] = {0, 0, 0, 0};
 #pragma unroll
         for (int kk = 0; kk < 2; ++kk) {
@@ -372,33 +373,23 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const uint32_t code = kk ? s.k[h][grp][0] >> 16 : s.k[h][grp][0] & 0xFFFFu;
-            const uint2 t = e8pT[code & 0xFFu];
-            const uint4 m = e8pS[((code >> 8) & 0x7Fu) | ((t.y >> 24) & 0x80u)];
-            a[h] = (t.x ^ m.x) + m.z;                       // negate: ~x + 1, no carry out of a byte
-            a[h + 2] = ((t.y & 0x7F7F7F7Fu) ^ m.y) + m.w;
+            if constexpr (FMT == 4) {
+              const uint2 t = e8pT[code & 0xFFu];
+              const uint4 m = e8pS[((code >> 8) & 0x7Fu) | ((t.y >> 24) & 0x80u)];
+              a[h] = (t.x ^ m.x) + m.z;  // negate: ~x + 1, no carry out of a byte
+              a[h + 2] = ((t.y & 0x7F7F7F7Fu) ^ m.y) + m.w;
+            } else {
+              e8p_alu::decode(code, e8pW[code & 0xFFu], a[h], a[h + 2]);
+            }
           }
           mma_s8_16832(ia, a, qf[2 * grp + kk][0], qf[2 * grp + kk][1]);
         }
         float cr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        mma_f16_1688(cr, (s.k[0][grp][0] & 0x80008000u) | 0x3C003C00u, (s.k[1][grp][0] & 0x80008000u) | 0x3C003C00u,
-                     qb[grp]);
+        if constexpr (FMT == 4)
+          mma_f16_1688(cr, (s.k[0][grp][0] & 0x80008000u) | 0x3C003C00u, (s.k[1][grp][0] & 0x80008000u) | 0x3C003C00u,
+                       qb[grp]);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]) + cr[e];  // exact integers
-      } else if constexpr (FMT == 5) {
-        // E8P, integer path: the bytes are 4y exactly (t included), so sum q 4y = ia.
-        int ia[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int kk = 0; kk < 2; ++kk) {
-          uint32_t a[4];
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const uint32_t code = kk ? s.k[h][grp][0] >> 16 : s.k[h][grp][0] & 0xFFFFu;
-            e8p_alu::decode(code, e8pW[code & 0xFFu], a[h], a[h + 2]);
-          }
-          mma_s8_16832(ia, a, qf[2 * grp + kk][0], qf[2 * grp + kk][1]);
-        }
-#pragma unroll
-        for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]);
+        for (int e = 0; e < 4; ++e) kv[e] = FMT == 4 ? float(ia[e]) + cr[e] : float(ia[e]);  // exact integers
       } else if constexpr (FMT == 1) {
         int ia[4] = {0, 0, 0, 0};
 #pragma unroll
