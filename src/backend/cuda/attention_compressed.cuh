@@ -83,6 +83,16 @@ __device__ __forceinline__ uint32_t nib_pair_bf16(uint32_t x, uint32_t y) {
   return INT4 ? ((r & 0x000F000Fu) ^ 0x43084308u) : ((r & 0x000F000Fu) | 0x43004300u);
 }
 
+// V^T's A fragment of m-tile 4 grp + J (block values 2J, 2J + 1) from the four keys' code
+// words x (y = x >> 4): rows g (value 2J) and g + 8 (2J + 1), keys 2c, 2c + 1 | 2c + 8, 2c + 9.
+template <int J, bool INT4>
+__device__ __forceinline__ void nib_mtile(const uint32_t x[4], const uint32_t y[4], uint32_t a[4]) {
+  a[0] = nib_pair_bf16<J, 0, INT4>(x[0], x[1]);
+  a[1] = nib_pair_bf16<J, 1, INT4>(y[0], y[1]);
+  a[2] = nib_pair_bf16<J, 0, INT4>(x[2], x[3]);
+  a[3] = nib_pair_bf16<J, 1, INT4>(y[2], y[3]);
+}
+
 // One int4 code block -> int8 bytes: values 0, 2, 4, 6 in lo and 1, 3, 5, 7 in hi, each as
 // 16 * value (the nibble in the high half of its byte is the int8 two's complement of 16 v).
 __device__ __forceinline__ void int4_dec8(uint32_t code, uint32_t& lo, uint32_t& hi) {
@@ -306,15 +316,15 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
 #pragma unroll
         for (int e = 0; e < 8; ++e)
           s.v[e][grp] = __ldg(reinterpret_cast<const uint32_t*>(vb + (64 * grp + 8 * gq + e) * kPage + warp * 16 + 4 * cq));
-      return;
-    }
+    } else {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int slot = warp * 16 + 2 * cq + (j & 1) + 8 * (j >> 1);
-      const uint8_t* row = vb + slot * VCB;
+      for (int j = 0; j < 4; ++j) {
+        const int slot = warp * 16 + 2 * cq + (j & 1) + 8 * (j >> 1);
+        const uint8_t* row = vb + slot * VCB;
 #pragma unroll
-      for (int grp = 0; grp < NG; ++grp)
-        s.v[j][grp] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + gq) * 4));
+        for (int grp = 0; grp < NG; ++grp)
+          s.v[j][grp] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + gq) * 4));
+      }
     }
   };
 
@@ -518,53 +528,41 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
           mma_f16_16816(o[4 * grp + u], a, b0, b1);
         }
       }
-      return;
-    }
+    } else {
 #pragma unroll
-    for (int grp = 0; grp < NG; ++grp) {
-      const float v0 = scale_of(vs0, grp) * v_mul, v1 = scale_of(vs1, grp) * v_mul;
-      // P^T fragment: rows g; keys 2c, 2c + 1 (b0) and 2c + 8, 2c + 9 (b1).
-      const uint32_t b0 = movmatrix_trans(cvt_bf16x2(sp(p0, v0), sp(p1, v0)));
-      const uint32_t b1 = movmatrix_trans(cvt_bf16x2(sp(p2, v1), sp(p3, v1)));
-      // V^T: the raw nibbles n as bf16 128 + n; value = n + c / 2 - 8 (E8, in units of 2 y / 2)
-      // or n - 8 (int4), so O = VA * sum(P' (128 + n)) + sum(P' c) + VB * sum(P'), with
-      // P' = P v_scale v_mul and VA, VB below; the last two sums come from one more MMA
-      // whose A rows are c (pairs of keys) and 1.
-      uint32_t x[4], y[4];  // y: x >> 4, the high nibbles
+      for (int grp = 0; grp < NG; ++grp) {
+        const float v0 = scale_of(vs0, grp) * v_mul, v1 = scale_of(vs1, grp) * v_mul;
+        // P^T fragment: rows g; keys 2c, 2c + 1 (b0) and 2c + 8, 2c + 9 (b1).
+        const uint32_t b0 = movmatrix_trans(cvt_bf16x2(sp(p0, v0), sp(p1, v0)));
+        const uint32_t b1 = movmatrix_trans(cvt_bf16x2(sp(p2, v1), sp(p3, v1)));
+        // V^T: the raw nibbles n as bf16 128 + n; value = n + c / 2 - 8 (E8, in units of 2 y / 2)
+        // or n - 8 (int4), so O = VA * sum(P' (128 + n)) + sum(P' c) + VB * sum(P'), with
+        // P' = P v_scale v_mul and VA, VB below; the last two sums come from one more MMA
+        // whose A rows are c (pairs of keys) and 1.
+        uint32_t x[4], y[4];  // y: x >> 4, the high nibbles
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        x[j] = FMT == 2 ? s.v[j][grp] : e8_fix_nibble7(s.v[j][grp]);
-        y[j] = x[j] >> 4;
-      }
-      {
+        for (int j = 0; j < 4; ++j) {
+          x[j] = FMT == 2 ? s.v[j][grp] : e8_fix_nibble7(s.v[j][grp]);
+          y[j] = x[j] >> 4;
+        }
+        {
+          uint32_t a[4];
+          a[0] = FMT == 2 ? 0u : bit28_pair(s.v[0][grp], s.v[1][grp], 0x3F803F80u);
+          a[2] = FMT == 2 ? 0u : bit28_pair(s.v[2][grp], s.v[3][grp], 0x3F803F80u);
+          a[1] = a[3] = 0x3F803F80u;
+          mma_bf16_16816(cor[grp], a, b0, b1);
+        }
+        constexpr bool I4 = FMT == 2;
         uint32_t a[4];
-        a[0] = FMT == 2 ? 0u : bit28_pair(s.v[0][grp], s.v[1][grp], 0x3F803F80u);
-        a[2] = FMT == 2 ? 0u : bit28_pair(s.v[2][grp], s.v[3][grp], 0x3F803F80u);
-        a[1] = a[3] = 0x3F803F80u;
-        mma_bf16_16816(cor[grp], a, b0, b1);
+        nib_mtile<0, I4>(x, y, a);
+        mma_bf16_16816(o[4 * grp + 0], a, b0, b1);
+        nib_mtile<1, I4>(x, y, a);
+        mma_bf16_16816(o[4 * grp + 1], a, b0, b1);
+        nib_mtile<2, I4>(x, y, a);
+        mma_bf16_16816(o[4 * grp + 2], a, b0, b1);
+        nib_mtile<3, I4>(x, y, a);
+        mma_bf16_16816(o[4 * grp + 3], a, b0, b1);
       }
-      constexpr bool I4 = FMT == 2;
-      uint32_t a[4];
-      a[0] = nib_pair_bf16<0, 0, I4>(x[0], x[1]);
-      a[1] = nib_pair_bf16<0, 1, I4>(y[0], y[1]);
-      a[2] = nib_pair_bf16<0, 0, I4>(x[2], x[3]);
-      a[3] = nib_pair_bf16<0, 1, I4>(y[2], y[3]);
-      mma_bf16_16816(o[4 * grp + 0], a, b0, b1);
-      a[0] = nib_pair_bf16<1, 0, I4>(x[0], x[1]);
-      a[1] = nib_pair_bf16<1, 1, I4>(y[0], y[1]);
-      a[2] = nib_pair_bf16<1, 0, I4>(x[2], x[3]);
-      a[3] = nib_pair_bf16<1, 1, I4>(y[2], y[3]);
-      mma_bf16_16816(o[4 * grp + 1], a, b0, b1);
-      a[0] = nib_pair_bf16<2, 0, I4>(x[0], x[1]);
-      a[1] = nib_pair_bf16<2, 1, I4>(y[0], y[1]);
-      a[2] = nib_pair_bf16<2, 0, I4>(x[2], x[3]);
-      a[3] = nib_pair_bf16<2, 1, I4>(y[2], y[3]);
-      mma_bf16_16816(o[4 * grp + 2], a, b0, b1);
-      a[0] = nib_pair_bf16<3, 0, I4>(x[0], x[1]);
-      a[1] = nib_pair_bf16<3, 1, I4>(y[0], y[1]);
-      a[2] = nib_pair_bf16<3, 0, I4>(x[2], x[3]);
-      a[3] = nib_pair_bf16<3, 1, I4>(y[2], y[3]);
-      mma_bf16_16816(o[4 * grp + 3], a, b0, b1);
     }
   };
 
