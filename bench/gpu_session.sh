@@ -9,7 +9,7 @@
 #        ATTN_CTX, default 8192,32768,131072; ATTN_BATCH, default 1,8)
 # sdpa:  PyTorch SDPA on the same shapes -> $OUT/sdpa.json, then the comparison tables
 #        (bench/compare_attention.py: bf16/int8; bench/compare_compressed_attention.py: every
-#        format vs SDPA, with the copy bandwidth)
+#        format vs SDPA, with the copy bandwidth; also for attnenv's rows when it ran first)
 # pattn: prefill attention alone (a whole 4K and 32K prompt as one chunk), ATTN_FORMATS,
 #        heads 32/8, head_dim 128, batch 1 -> $OUT/pattn.jsonl
 # e2e:   random Llama-3-8B checkpoint, end-to-end prefill/decode bench -> $OUT/e2e.txt
@@ -123,7 +123,11 @@ for stage in "$@"; do
       --batch "$ATTN_BATCH" --json "$OUT/sdpa.json" >> "$OUT/bench.log" 2>&1
     echo "sdpa exit $?"
     python3 bench/compare_attention.py "$OUT/sdpa.json" "$OUT/attn.jsonl" | tee -a "$OUT/bench.log"
-    python3 bench/compare_compressed_attention.py "$OUT/sdpa.json" "$OUT/attn.jsonl" | tee -a "$OUT/bench.log" ;;
+    python3 bench/compare_compressed_attention.py "$OUT/sdpa.json" "$OUT/attn.jsonl" | tee -a "$OUT/bench.log"
+    if [ -s "$OUT/attn_env.jsonl" ]; then  # attnenv ran before: its table against the same SDPA
+      echo "--- with ${ATTN_ENV:-}:" | tee -a "$OUT/bench.log"
+      python3 bench/compare_compressed_attention.py "$OUT/sdpa.json" "$OUT/attn_env.jsonl" | tee -a "$OUT/bench.log"
+    fi ;;
   e2e)
     stamp e2e
     CK=/tmp/llama3-8b-random
