@@ -22,6 +22,22 @@ std::string quote(const std::string& s) {
 
 std::string ninfer_cmd(const std::string& args) { return test::ninfer_binary().string() + " " + args; }
 
+// Runs `ninfer ARGS` (stderr dropped) and returns the JSON document it prints: the whole stdout,
+// or its first line when a table follows (bench). A failed run or unparsable output is a test
+// failure, and the result is then discarded (check with ASSERT_FALSE(j.is_discarded())).
+nlohmann::json run_json(const std::string& args) {
+  std::string out;
+  const int rc = test::run_command(ninfer_cmd(args + " 2>/dev/null"), &out);
+  if (rc != 0) {
+    ADD_FAILURE() << "ninfer " << args << " exited " << rc << ": " << out;
+    return nlohmann::json::parse("", nullptr, false);
+  }
+  nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  if (j.is_discarded()) j = nlohmann::json::parse(out.substr(0, out.find('\n')), nullptr, false);
+  if (j.is_discarded()) ADD_FAILURE() << "ninfer " << args << " printed no JSON: " << out;
+  return j;
+}
+
 TEST(Cli, Stories260kMatchesLlama2cExpectedText) {
   NINFER_REQUIRE_MODEL("stories260k");
   fs::path dir = test::model_dir("stories260k");
@@ -123,10 +139,8 @@ TEST(Cli, KvPlanPrintsHandComputedCapacity) {
   fs::create_directories(d);
   fs::copy_file(test::test_data_dir() / "configs" / "llama3-8b.json", d / "config.json",
                 fs::copy_options::overwrite_existing);
-  std::string out;
-  int rc = test::run_command(ninfer_cmd("kv-plan -m " + d.string() + " --memory 24GiB --kv-dtype bf16 --json"), &out);
-  ASSERT_EQ(rc, 0) << out;
-  auto j = nlohmann::json::parse(out);
+  const auto j = run_json("kv-plan -m " + d.string() + " --memory 24GiB --kv-dtype bf16 --json");
+  ASSERT_FALSE(j.is_discarded());
   ASSERT_EQ(j.size(), 1u);
   EXPECT_EQ(j[0]["tokens"], 61376);  // see tests/kv/test_capacity.cpp for the arithmetic
   EXPECT_EQ(j[0]["kv_bytes_per_token"], 131072);
@@ -141,12 +155,9 @@ TEST(Cli, PerplexityMatchesGoldenOnSotuDev) {
   if (!fs::exists(corpus)) GTEST_SKIP() << corpus << " not found";
   const fs::path dir = test::model_dir("ref-qwen3-d256");
   const auto golden = nlohmann::json::parse(read_file(dir / "golden.json"));
-  std::string out;
-  int rc = test::run_command(ninfer_cmd("perplexity -m " + dir.string() + " --device cpu -f " + corpus.string() +
-                                        " --ctx 1024 --stride 1024 --max-windows 64 --kv-dtype bf16 --json 2>/dev/null"),
-                             &out);
-  ASSERT_EQ(rc, 0) << out;
-  const auto j = nlohmann::json::parse(out);
+  const auto j = run_json("perplexity -m " + dir.string() + " --device cpu -f " + corpus.string() +
+                          " --ctx 1024 --stride 1024 --max-windows 64 --kv-dtype bf16 --json");
+  ASSERT_FALSE(j.is_discarded());
   EXPECT_EQ(j["tokens"], golden["perplexity"]["sotu_dev.txt"]["tokens"]);
   EXPECT_EQ(j["kv_dtype"], "bf16");
   EXPECT_NEAR(std::log(j["ppl"].get<double>()), j["nll"].get<double>(), 1e-9);
@@ -161,14 +172,9 @@ TEST(Cli, PerplexityKlAgainstReference) {
   NINFER_REQUIRE_MODEL("ref-qwen3-d256");
   const fs::path corpus = test::shared_dir() / "corpus" / "sotu_dev.txt";
   if (!fs::exists(corpus)) GTEST_SKIP() << corpus << " not found";
-  std::string out;
-  int rc = test::run_command(ninfer_cmd("perplexity -m " + test::model_dir("ref-qwen3-d256").string() +
-                                        " --device cpu -f " + corpus.string() +
-                                        " --ctx 128 --stride 64 --max-windows 3 --kv-dtype bf16,int8 --kl-ref bf16 --json"
-                                        " 2>/dev/null"),
-                             &out);
-  ASSERT_EQ(rc, 0) << out;
-  const auto j = nlohmann::json::parse(out);
+  const auto j = run_json("perplexity -m " + test::model_dir("ref-qwen3-d256").string() + " --device cpu -f " +
+                          corpus.string() + " --ctx 128 --stride 64 --max-windows 3 --kv-dtype bf16,int8 --kl-ref bf16 --json");
+  ASSERT_FALSE(j.is_discarded());
   ASSERT_EQ(j.size(), 2u);
   EXPECT_EQ(j[0]["tokens"], 128 + 64 + 64);
   EXPECT_EQ(j[0]["kl"].get<double>(), 0.0);
@@ -186,13 +192,9 @@ TEST(Cli, NeedleRetrievesAtShortLength) {
   NINFER_REQUIRE_MODEL("ref-qwen3-d256");
   const fs::path corpus = test::shared_dir() / "corpus" / "sotu_dev.txt";
   if (!fs::exists(corpus)) GTEST_SKIP() << corpus << " not found";
-  std::string out;
-  int rc = test::run_command(ninfer_cmd("needle -m " + test::model_dir("ref-qwen3-d256").string() +
-                                        " --device cpu --lengths 512 --trials 4 --haystack " + corpus.string() +
-                                        " --json 2>/dev/null"),
-                             &out);
-  ASSERT_EQ(rc, 0) << out;
-  const auto j = nlohmann::json::parse(out);
+  const auto j = run_json("needle -m " + test::model_dir("ref-qwen3-d256").string() +
+                          " --device cpu --lengths 512 --trials 4 --haystack " + corpus.string() + " --json");
+  ASSERT_FALSE(j.is_discarded());
   EXPECT_EQ(j["trials"], 4);
   EXPECT_GE(j["by_length"]["512"].get<double>(), 0.75) << j.dump();
   EXPECT_EQ(j["accuracy"], j["by_length"]["512"]);
@@ -204,12 +206,9 @@ TEST(Cli, NeedleRetrievesAtShortLength) {
 TEST(Cli, BenchMaxDepthFillsThePool) {
   NINFER_REQUIRE_MODEL("ref-qwen3-d256");
   const std::string m = test::model_dir("ref-qwen3-d256").string();
-  std::string out;
-  int rc = test::run_command(ninfer_cmd("bench -m " + m + " --device cpu --kv-dtype rk2v4-e8 --max-depth --fill-from 128 "
-                                        "--prompt 0 --gen 2 --json 2>/dev/null"),
-                             &out);
-  ASSERT_EQ(rc, 0) << out;
-  const auto j = nlohmann::json::parse(out.substr(0, out.find('\n')));
+  const auto j = run_json("bench -m " + m + " --device cpu --kv-dtype rk2v4-e8 --max-depth --fill-from 128 "
+                          "--prompt 0 --gen 2 --json");
+  ASSERT_FALSE(j.is_discarded());
   const int cap = j["kv_capacity_tokens"].get<int>();
   EXPECT_EQ(cap % 64, 0);
   EXPECT_GE(cap, 192);
