@@ -1,6 +1,6 @@
 #!/bin/bash
 # One GPU session on a fresh machine, from the repository root (see docs/GPU.md):
-#   bench/gpu_session.sh STAGE...      stages: build test retest attn attnenv pipes pattn sdpa e2e e2ec ctxmax serve ncu
+#   bench/gpu_session.sh STAGE...      stages: build test retest attn attnenv pipes splits pattn sdpa e2e e2ec ctxmax serve ncu
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
@@ -98,6 +98,18 @@ for stage in "$@"; do
         --batch "$ATTN_BATCH" --heads "$hq/$hkv" --head-dim "$d" --json 2>> "$OUT/bench.log" \
         | grep "^{" | sed "s/^{/{\"env\":\"$ATTN_ENV\",/" >> "$OUT/attn_env.jsonl"
       echo "attnenv $shape exit $?"
+    done ;;
+  splits)
+    # batch-1 decode attention with the KV splits forced (bench --attention --splits): where the
+    # per-CTA fixed cost of many short splits shows (SPLIT_FORMATS, SPLITS) -> $OUT/splits.jsonl
+    stamp splits
+    : > "$OUT/splits.jsonl"
+    for shape in 16/2/256 32/8/128; do
+      IFS=/ read -r hq hkv d <<< "$shape"
+      args="--attention --kv-dtype ${SPLIT_FORMATS:-bf16,rk4v4-e8,rk2v4-e8} --ctx 32768,131072 --batch 1 --heads $hq/$hkv --head-dim $d --splits ${SPLITS:-16,32,64,128} --json"
+      echo "+ ninfer bench $args" >> "$OUT/bench.log"
+      timeout 200 "$BIN/ninfer" bench $args 2>> "$OUT/bench.log" | tee -a "$OUT/bench.log" | grep "^{" >> "$OUT/splits.jsonl"
+      echo "splits $shape exit $?"
     done ;;
   retest)
     # test_cuda again with the environment RETEST_ENV and the filter RETEST_FILTER -> $OUT/retest.log

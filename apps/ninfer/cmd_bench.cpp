@@ -52,7 +52,7 @@ std::vector<int> parse_int_list(const std::string& s, const std::string& flag) {
   return out;
 }
 
-std::vector<std::string> split_names(const std::string& s) {
+[[maybe_unused]] std::vector<std::string> split_names(const std::string& s) {  // --attention only
   std::vector<std::string> out;
   std::stringstream ss(s);
   std::string item;
@@ -75,6 +75,7 @@ struct BenchCmd {
   // --attention
   bool attention = false;
   std::string ctx_list = "8192,32768,131072", batch_list, heads = "32/8";  // batch_list empty: 1 (model), 1,8 (--attention)
+  std::string splits_list;  // empty: the planner's choice
   int head_dim = 128, n_query = 1;
 };
 
@@ -86,6 +87,8 @@ void run_attention(const BenchCmd& c) {
   if (!cuda_device_available()) fail("bench --attention: no usable CUDA GPU found");
   const auto ctxs = parse_int_list(c.ctx_list, "--ctx");
   const auto batches = parse_int_list(c.batch_list.empty() ? "1,8" : c.batch_list, "--batch");
+  // 0: the planner's choice (the default); else forced on the kernels.
+  const auto splits_list = c.splits_list.empty() ? std::vector<int>{0} : parse_int_list(c.splits_list, "--splits");
   int nh = 0, nkv = 0;
   if (std::sscanf(c.heads.c_str(), "%d/%d", &nh, &nkv) != 2 || nh <= 0 || nkv <= 0)
     fail("--heads must look like 32/8 (q heads / kv heads), got '{}'", c.heads);
@@ -93,32 +96,36 @@ void run_attention(const BenchCmd& c) {
   json rows = json::array();
   struct Row {
     std::string fmt;
-    int batch, ctx;
+    int batch, ctx, forced_splits;
     AttentionBenchResult r;
   };
   std::vector<Row> table;
   std::string dev;
-  for (const std::string& f : formats) {
-    for (int b : batches) {
-      for (int ctx : ctxs) {
-        AttentionBenchConfig cfg;
-        cfg.kv_dtype = f;
-        cfg.ctx = ctx;
-        cfg.batch = b;
-        cfg.n_heads = nh;
-        cfg.n_kv_heads = nkv;
-        cfg.head_dim = c.head_dim;
-        cfg.n_query = c.n_query;
-        cfg.repeats = std::max(20, c.repeats);
-        std::fprintf(stderr, "bench attention: %s batch %d ctx %d ...\n", f.c_str(), b, ctx);
-        AttentionBenchResult r = cuda_bench_decode_attention(cfg);
-        dev = r.device_name;
-        table.push_back({f, b, ctx, r});
-        rows.push_back({{"kv_dtype", f}, {"batch", b}, {"ctx", ctx}, {"n_heads", nh}, {"n_kv_heads", nkv},
-                        {"head_dim", c.head_dim}, {"n_query", c.n_query}, {"median_ms", r.median_ms},
-                        {"min_ms", r.min_ms}, {"kv_bytes", r.kv_bytes}, {"gbps", r.gbps}, {"splits", r.splits}});
-      }
-    }
+  std::vector<AttentionBenchConfig> cfgs;
+  for (const std::string& f : formats)
+    for (int b : batches)
+      for (int ctx : ctxs)
+        for (int splits : splits_list) {
+          AttentionBenchConfig cfg;
+          cfg.kv_dtype = f;
+          cfg.ctx = ctx;
+          cfg.batch = b;
+          cfg.n_heads = nh;
+          cfg.n_kv_heads = nkv;
+          cfg.head_dim = c.head_dim;
+          cfg.n_query = c.n_query;
+          cfg.splits = splits;
+          cfg.repeats = std::max(20, c.repeats);
+          cfgs.push_back(cfg);
+        }
+  for (const AttentionBenchConfig& cfg : cfgs) {
+    std::fprintf(stderr, "bench attention: %s batch %d ctx %d ...\n", cfg.kv_dtype.c_str(), cfg.batch, cfg.ctx);
+    AttentionBenchResult r = cuda_bench_decode_attention(cfg);
+    dev = r.device_name;
+    table.push_back({cfg.kv_dtype, cfg.batch, cfg.ctx, cfg.splits, r});
+    rows.push_back({{"kv_dtype", cfg.kv_dtype}, {"batch", cfg.batch}, {"ctx", cfg.ctx}, {"n_heads", nh},
+                    {"n_kv_heads", nkv}, {"head_dim", c.head_dim}, {"n_query", c.n_query}, {"median_ms", r.median_ms},
+                    {"min_ms", r.min_ms}, {"kv_bytes", r.kv_bytes}, {"gbps", r.gbps}, {"splits", r.splits}});
   }
   if (c.json_out) std::printf("%s\n", json{{"bench", "attention"}, {"device", dev}, {"rows", rows}}.dump().c_str());
   std::printf("decode attention, one step | %s | heads %d/%d head_dim %d, %d query token(s) per sequence\n",
@@ -128,7 +135,8 @@ void run_attention(const BenchCmd& c) {
   for (const Row& r : table) {
     double ref = 0;
     for (const Row& o : table)
-      if (o.fmt == "bf16" && o.batch == r.batch && o.ctx == r.ctx) ref = o.r.median_ms;
+      if (o.fmt == "bf16" && o.batch == r.batch && o.ctx == r.ctx && o.forced_splits == r.forced_splits)
+        ref = o.r.median_ms;
     char ratio[32] = "-";
     if (ref > 0 && r.fmt != "bf16") std::snprintf(ratio, sizeof ratio, "%.2fx", r.r.median_ms / ref);
     std::printf("%-8s %5d %8d %10.4f %10.1f %8.0f %6d %10s\n", r.fmt.c_str(), r.batch, r.ctx, r.r.median_ms,
@@ -306,6 +314,8 @@ RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or dec
   app->add_option("--heads", c->heads, "--attention: q heads / kv heads")->capture_default_str();
   app->add_option("--head-dim", c->head_dim, "--attention: head_dim (64, 128, 256)")->capture_default_str();
   app->add_option("--queries", c->n_query, "--attention: query tokens per sequence")->capture_default_str();
+  app->add_option("--splits", c->splits_list,
+                  "--attention: KV splits forced on the kernels, a list (1 to 128; default: the planner's choice)");
   app->callback([c]() {
     if (c->attention) {
       run_attention(*c);

@@ -27,7 +27,9 @@
 #include <numeric>
 
 #include "backend/cuda/attention.h"
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kv_cache.h"
+#include "core/error.h"
 #include "cuda_test_util.h"
 #include "kv/format.h"
 
@@ -310,6 +312,31 @@ TEST(PagedAttentionProps, ResultIndependentOfBatchAndPagePlacement) {
   const auto a = run(ident, false), b = run(shuffled, false), c2 = run(ident, true);
   EXPECT_EQ(a, b) << "physical page placement changed the result";
   EXPECT_EQ(a, c2) << "another sequence in the batch changed the result";
+}
+
+// bench --attention --splits: the split count reaches the kernels (the bench reports what the
+// planner used), and a count the merge cannot take is refused by name.
+TEST(AttentionBench, ForcedSplitsReachTheKernelsAndBadOnesAreRefused) {
+  NINFER_REQUIRE_GPU();
+  AttentionBenchConfig cfg;
+  cfg.kv_dtype = "rk4v4-e8";
+  cfg.ctx = 4096;
+  cfg.batch = 1;
+  cfg.n_heads = 16;
+  cfg.n_kv_heads = 2;
+  cfg.head_dim = 256;
+  cfg.repeats = 3;
+  for (int s : {1, 8, 64}) {
+    cfg.splits = s;
+    EXPECT_EQ(cuda_bench_decode_attention(cfg).splits, s) << "forced " << s;
+  }
+  cfg.splits = cuda::kMaxSplits + 1;
+  try {
+    cuda_bench_decode_attention(cfg);
+    ADD_FAILURE() << "--splits 129 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--splits 129"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

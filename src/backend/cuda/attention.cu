@@ -39,8 +39,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 // Chunk record in device memory: tok0, n_tokens, start_pos, table offset, n_blocks.
 constexpr int kChunkInts = 5;
-// Most KV splits of one launch (merge_kernel's weights live in shared memory).
-constexpr int kMaxSplits = 128;
 
 // Swizzle of a bf16 [rows][D] tile (see the top of this file).
 __device__ __forceinline__ int swz(int r, int c) { return c ^ (r & 7); }

@@ -54,6 +54,9 @@
 
 namespace ninfer::cuda {
 
+// Most KV splits of one launch (merge_kernel's weights live in shared memory).
+constexpr int kMaxSplits = 128;
+
 // One sequence's part of a batch (host side).
 struct AttnSeq {
   int tok0 = 0;        // row of its first query token in the batch's q / out buffers

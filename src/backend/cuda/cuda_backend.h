@@ -63,6 +63,7 @@ struct AttentionBenchConfig {
   int n_kv_heads = 8;
   int head_dim = 128;
   int n_query = 1;       // query tokens per sequence
+  int splits = 0;        // KV splits forced on the kernels (1..128; 0: the planner's choice)
   int repeats = 50;
   uint64_t seed = 1;
 };

@@ -77,6 +77,8 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
   if (cfg.n_kv_heads <= 0 || cfg.n_heads % cfg.n_kv_heads != 0)
     fail("--heads {}/{}: q heads must be a multiple of kv heads", cfg.n_heads, cfg.n_kv_heads);
   if (cfg.ctx < cfg.n_query || cfg.batch < 1) fail("--ctx and --batch must be positive");
+  if (cfg.splits < 0 || cfg.splits > cuda::kMaxSplits)
+    fail("--splits {}: the kernels take 1 to {} KV splits", cfg.splits, cuda::kMaxSplits);
   const int d = cfg.head_dim, nkv = cfg.n_kv_heads, nh = cfg.n_heads;
   const int pages_per_seq = (cfg.ctx + kPageSize - 1) / kPageSize;
   const int n_pages = pages_per_seq * cfg.batch;
@@ -136,6 +138,7 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
     seqs.push_back({b * cfg.n_query, cfg.n_query, cfg.ctx - cfg.n_query, tables[size_t(b)].data(), pages_per_seq});
   }
   cuda::PagedAttention attn(cuda::AttnShape{nh, nkv, d, kind, int(fmt.k.rotation), int(fmt.v.rotation)});
+  if (cfg.splits > 0) attn.force_splits(cfg.splits);
   attn.plan(seqs.data(), int(seqs.size()), T, nullptr);
   const auto ms = time_events(
       [&] { attn.run(q.as<float>(), nh * d, kp.as<uint8_t>(), vp.as<uint8_t>(), out.as<uint16_t>(), nh * d, nullptr); },
