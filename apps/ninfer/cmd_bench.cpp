@@ -292,31 +292,39 @@ void run_model(const BenchCmd& c) {
 RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or decode attention alone (--attention)",
                           [](CLI::App* app) {
   auto c = std::make_shared<BenchCmd>();
-  app->add_option("-m,--model", c->model_dir, "Hugging Face model directory");
-  app->add_option("--device", c->device, "cpu, cuda or auto")->capture_default_str();
-  app->add_option("--threads", c->threads, "CPU threads (0: all cores)")->capture_default_str();
+  // Options of one mode only: given in the other, they are an error, not silently ignored.
+  std::vector<CLI::Option*> model_only, attn_only;
+  auto model = [&](CLI::Option* o) { model_only.push_back(o); };
+  auto attn = [&](CLI::Option* o) { attn_only.push_back(o); };
+  model(app->add_option("-m,--model", c->model_dir, "Hugging Face model directory"));
+  model(app->add_option("--device", c->device, "cpu, cuda or auto")->capture_default_str());
+  model(app->add_option("--threads", c->threads, "CPU threads (0: all cores)")->capture_default_str());
   app->add_option("--kv-dtype", c->kv_dtype, "KV cache format (--attention: a comma-separated list)")
       ->capture_default_str();
-  app->add_option("--prompt", c->prompt, "prompt tokens for the prefill measurement (0: skip)")->capture_default_str();
-  app->add_option("--gen", c->gen, "decode steps to time (0: skip)")->capture_default_str();
-  app->add_option("--depth", c->depth, "context tokens before decoding starts")->capture_default_str();
+  model(app->add_option("--prompt", c->prompt, "prompt tokens for the prefill measurement (0: skip)")
+            ->capture_default_str());
+  model(app->add_option("--gen", c->gen, "decode steps to time (0: skip)")->capture_default_str());
+  model(app->add_option("--depth", c->depth, "context tokens before decoding starts")->capture_default_str());
   app->add_option("--batch", c->batch_list, "sequences decoded together (default 1; --attention: a list, default 1,8)");
-  app->add_flag("--max-depth", c->max_depth, "decode at the largest depth the automatically sized KV pool holds");
-  app->add_option("--fill-from", c->fill_from,
-                  "prefill only this many tokens (a multiple of 64) and reach the depth by repeating their KV pages")
-      ->capture_default_str();
-  app->add_option("--memory-budget", c->memory_budget, "plan the KV pool as if the device had this much memory");
+  model(app->add_flag("--max-depth", c->max_depth, "decode at the largest depth the automatically sized KV pool holds"));
+  model(app->add_option("--fill-from", c->fill_from,
+                        "prefill only this many tokens (a multiple of 64) and reach the depth by repeating their KV pages")
+            ->capture_default_str());
+  model(app->add_option("--memory-budget", c->memory_budget, "plan the KV pool as if the device had this much memory"));
   app->add_option("--repeats", c->repeats, "prefill repeats (median reported)")->capture_default_str();
-  app->add_option("--chunk", c->chunk, "prefill tokens per forward call")->capture_default_str();
+  model(app->add_option("--chunk", c->chunk, "prefill tokens per forward call")->capture_default_str());
   app->add_flag("--json", c->json_out, "also print the results as one JSON document (before the table)");
   app->add_flag("--attention", c->attention, "benchmark one decode step of paged attention alone");
-  app->add_option("--ctx", c->ctx_list, "--attention: context lengths")->capture_default_str();
-  app->add_option("--heads", c->heads, "--attention: q heads / kv heads")->capture_default_str();
-  app->add_option("--head-dim", c->head_dim, "--attention: head_dim (64, 128, 256)")->capture_default_str();
-  app->add_option("--queries", c->n_query, "--attention: query tokens per sequence")->capture_default_str();
-  app->add_option("--splits", c->splits_list,
-                  "--attention: KV splits forced on the kernels, a list (1 to 128; default: the planner's choice)");
-  app->callback([c]() {
+  attn(app->add_option("--ctx", c->ctx_list, "--attention: context lengths")->capture_default_str());
+  attn(app->add_option("--heads", c->heads, "--attention: q heads / kv heads")->capture_default_str());
+  attn(app->add_option("--head-dim", c->head_dim, "--attention: head_dim (64, 128, 256)")->capture_default_str());
+  attn(app->add_option("--queries", c->n_query, "--attention: query tokens per sequence")->capture_default_str());
+  attn(app->add_option("--splits", c->splits_list,
+                       "--attention: KV splits forced on the kernels, a list (1 to 128; default: the planner's choice)"));
+  app->callback([c, model_only, attn_only]() {
+    for (const CLI::Option* o : c->attention ? model_only : attn_only)
+      if (o->count() > 0)
+        fail("bench: {} {} --attention", o->get_name(), c->attention ? "does not apply with" : "applies only with");
     if (c->attention) {
       run_attention(*c);
     } else {

@@ -218,6 +218,9 @@ TEST(Cli, BenchMaxDepthFillsThePool) {
   expect_cli_error("bench -m " + m + " --device cpu --max-depth --fill-from 100 --prompt 0", "--fill-from 100");
   expect_cli_error("bench -m " + m + " --device cpu --max-depth --depth 512 --prompt 0", "--max-depth");
   expect_cli_error("bench -m " + m + " --device cpu --depth 128 --fill-from 256 --prompt 0", "--fill-from 256");
+  // Options of the other mode are refused, not ignored.
+  expect_cli_error("bench -m " + m + " --device cpu --prompt 0 --splits 8", "--splits applies only with --attention");
+  expect_cli_error("bench --attention -m " + m, "--model does not apply with --attention");
 }
 
 }  // namespace
