@@ -62,8 +62,8 @@ RegisterCommand reg_run("run", "generate text from a prompt, streaming to stdout
   c->ef.add(app);
   c->sf.add(app);
   app->add_option("-p,--prompt", c->prompt, "prompt text")->required();
-  app->add_flag("--chat", c->chat, "wrap the prompt as a user message in the model's chat template");
-  app->add_option("--system", c->system, "system message (with --chat)");
+  CLI::Option* chat = app->add_flag("--chat", c->chat, "wrap the prompt as a user message in the model's chat template");
+  app->add_option("--system", c->system, "system message (with --chat)")->needs(chat);  // else an error, not ignored
   app->callback([c]() {
     GenerateOptions g = c->sf.options();
     auto eng = Engine::create(c->ef.model_dir, c->ef.options());
