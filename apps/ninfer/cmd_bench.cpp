@@ -310,7 +310,8 @@ RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or dec
   model(app->add_option("--fill-from", c->fill_from,
                         "prefill only this many tokens (a multiple of 64) and reach the depth by repeating their KV pages")
             ->capture_default_str());
-  model(app->add_option("--memory-budget", c->memory_budget, "plan the KV pool as if the device had this much memory"));
+  model(app->add_option("--memory-budget,--gpu-memory-budget", c->memory_budget,
+                        "plan the KV pool as if the device had this much memory"));
   app->add_option("--repeats", c->repeats, "prefill repeats (median reported)")->capture_default_str();
   model(app->add_option("--chunk", c->chunk, "prefill tokens per forward call")->capture_default_str());
   app->add_flag("--json", c->json_out, "also print the results as one JSON document (before the table)");

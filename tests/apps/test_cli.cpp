@@ -129,6 +129,7 @@ TEST(Cli, MalformedInputsGiveClearErrors) {
                        " --kl-ref nope", "unknown --kl-ref 'nope'");
   expect_cli_error("run -m " + test::model_dir(m).string() + " -p hi --top-p 0", "top_p");
   expect_cli_error("run -m " + test::model_dir(m).string() + " -p hi --system terse", "--chat");
+  expect_cli_error("run -m " + test::model_dir(m).string() + " -p hi --gpu-memory-budget 2GX", "unknown unit 'GX'");
   expect_cli_error("run -m " + test::model_dir("stories260k").string() + " -p hi --kv-dtype int8",
                    "head_dim to be a multiple of 64");
   for (const fs::path& p : {trunc, badjson, arch, shape, special}) fs::remove_all(p);
