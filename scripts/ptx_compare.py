@@ -30,6 +30,7 @@ KERNEL = re.compile(r"\n(?=(?:\.visible\s+)?\.(?:entry|func)\s)")
 NAME = re.compile(r"(?:\.visible\s+)?\.(?:entry|func)\s+(?:\([^)]*\)\s*)?(\S+?)\(")
 REG = re.compile(r"%(f|r|rd|p|fd|rs|h|hh)(\d+)")
 ANON = re.compile(r"_GLOBAL__N__[0-9a-f]+_\d+_\w+?_[0-9a-f]{8}(?=\d)")
+INTERNAL = re.compile(r"_INTERNAL_[0-9a-f]{8}_")  # internal-linkage names hash the path too
 
 
 def normalise(body):
@@ -50,7 +51,7 @@ def normalise(body):
 def kernels(ptx):
     """name -> body with labels normalised (registers as compiled)."""
     # The anonymous namespace's mangled name hashes the source's path (the worktree's differs).
-    ptx = ANON.sub("_GLOBAL__N_", ptx)
+    ptx = INTERNAL.sub("_INTERNAL_", ANON.sub("_GLOBAL__N_", ptx))
     out = {}
     for part in KERNEL.split(ptx)[1:]:
         m = NAME.match(part)
