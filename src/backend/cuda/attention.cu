@@ -211,6 +211,32 @@ __device__ __forceinline__ DecodeTile decode_tile(const KernelParams& p) {
   return t;
 }
 
+// Online-softmax step of the warp-walk decode kernels (bf16, minifloat) on one 16-row x
+// 16-key tile of S in m16n8k16 accumulator layout: s[j][e] is row gq (e < 2) or gq + 8 (e >= 2)
+// and key 8 j + 2 cq + e % 2, in the log2 domain, masked keys at -inf; mx0, mx1 are this
+// thread's maxima of its two rows. Reduces them over the quad, moves the running maxima m0, m1,
+// returns their rescale factors al0, al1 and P = exp2(s - m) in pr (0 in a row that has seen
+// no key yet).
+__device__ __forceinline__ void softmax_tile_step(float mx0, float mx1, const float (&s)[2][4], float (&pr)[2][4],
+                                                  float& m0, float& m1, float& al0, float& al1) {
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+  const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+  al0 = mn0 == -INFINITY ? 1.0f : exp2f(m0 - mn0);
+  al1 = mn1 == -INFINITY ? 1.0f : exp2f(m1 - mn1);
+  m0 = mn0;
+  m1 = mn1;
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float mref = e < 2 ? mn0 : mn1;
+      pr[j][e] = mref == -INFINITY ? 0.0f : exp2f(s[j][e] - mref);
+    }
+}
+
 // End of the warp-independent decode walks (bf16 and minifloat kernels): each of the 4
 // warps holds O [16 rows][D] in MMA accumulator fragments o (rows gq, gq + 8, columns
 // nt * 8 + 2 cq + {0, 1}), to be multiplied by ofac, the running max (m0, m1) of those rows and
@@ -679,23 +705,8 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
         if (e < 2) mx0 = fmaxf(mx0, v);
         else mx1 = fmaxf(mx1, v);
       }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    const float al0 = mn0 == -INFINITY ? 1.0f : exp2f(m0 - mn0);
-    const float al1 = mn1 == -INFINITY ? 1.0f : exp2f(m1 - mn1);
-    m0 = mn0;
-    m1 = mn1;
-    float pr[2][4];
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float mref = e < 2 ? mn0 : mn1;
-        pr[j][e] = mref == -INFINITY ? 0.0f : exp2f(acc[j][e] - mref);
-      }
+    float pr[2][4], al0, al1;
+    softmax_tile_step(mx0, mx1, acc, pr, m0, m1, al0, al1);
     uint32_t pa[4];
     pa[0] = cvt_bf16x2(pr[0][0], pr[0][1]);
     pa[1] = cvt_bf16x2(pr[0][2], pr[0][3]);

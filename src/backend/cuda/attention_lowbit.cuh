@@ -318,23 +318,8 @@ __global__ void __launch_bounds__(kThreads) decode_lowbit_kernel(KernelParams p)
         if (e < 2) mx0 = fmaxf(mx0, v);
         else mx1 = fmaxf(mx1, v);
       }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    float al0 = mn0 == -INFINITY ? 1.0f : exp2f(m0 - mn0);
-    float al1 = mn1 == -INFINITY ? 1.0f : exp2f(m1 - mn1);
-    m0 = mn0;
-    m1 = mn1;
-    float pr[2][4];
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float mref = e < 2 ? mn0 : mn1;
-        pr[j][e] = mref == -INFINITY ? 0.0f : exp2f(acc[j][e] - mref);
-      }
+    float pr[2][4], al0, al1;
+    softmax_tile_step(mx0, mx1, acc, pr, m0, m1, al0, al1);
     l0 = l0 * al0 + ((pr[0][0] + pr[0][1]) + (pr[1][0] + pr[1][1]));
     l1 = l1 * al1 + ((pr[0][2] + pr[0][3]) + (pr[1][2] + pr[1][3]));
     if constexpr (!VN) {
