@@ -777,11 +777,11 @@ int e8p_decode_fmt() {
   return v;
 }
 
-// Rows per decode-class work item: 16 for bf16, kCompRows (decode_comp_kernel's tile) for every
-// other kind. NOTE: decode_lowbit_kernel's tile is 16 rows, so a minifloat chunk of 9-16 rows
-// gets two overlapping work items whose CTAs compute rows 8-15 twice (identical values); the
-// fix (16-row items for the minifloat kinds) is on branch kernel-tidy, not yet run on a GPU.
-int decode_work_rows(CacheKind k) { return k == CacheKind::Bf16 ? 16 : kCompRows; }
+// Rows per decode-class work item: the decode kernel's tile, kCompRows for decode_comp_kernel
+// (int8, int4, rk4v4-e8, rk2v4-e8) and 16 for bf16 and decode_lowbit_kernel (the minifloat kinds).
+int decode_work_rows(CacheKind k) {
+  return k == CacheKind::Bf16 || cache_lowbit(k) ? 16 : kCompRows;
+}
 
 // decode_comp_kernel<D, FMT, PIPE> for the run-time PIPE: launch, or (grid.x == 0) its occupancy.
 template <int D, int FMT>
