@@ -1,6 +1,6 @@
 #!/bin/bash
 # One GPU session on a fresh machine, from the repository root (see docs/GPU.md):
-#   bench/gpu_session.sh STAGE...      stages: build test retest attn attnenv pipes splits pattn sdpa e2e e2ec ctxmax serve ncu
+#   bench/gpu_session.sh STAGE...      stages: build test retest attn attnenv pipes splits pattn sdpa e2e e2ec ctxmax serve ncu ncuc
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
@@ -210,6 +210,25 @@ for stage in "$@"; do
       "$BIN/ninfer" bench --attention --kv-dtype bf16 --ctx 32768 --batch 8 --heads 32/8 --head-dim 128 \
       > "$OUT/ncu.txt" 2>&1; echo "ncu exit $?"
     grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Stall|Warp Cycles|Issued|Registers|L1/TEX Hit|Eligible" "$OUT/ncu.txt" | head -40 ;;
+  ncuc)
+    # The register decode kernel under Nsight Compute, full set, one launch per NCU_CASES entry
+    # ("fmt/heads/head_dim/batch/ctx"): details page -> $OUT/ncuc_<fmt>_<...>.txt, per-SASS-
+    # instruction counters and stall samples -> ..._src.csv.gz; and the SASS of attention.cu's
+    # kernels (cuobjdump) -> $OUT/attention_sass.txt.gz
+    stamp ncuc
+    for c in ${NCU_CASES:-rk4v4-e8/32/8/128/8/131072 rk2v4-e8/32/8/128/8/131072}; do
+      IFS=/ read -r f hq hkv d b n <<< "$c"
+      tag="ncuc_${f}_${hq}x${hkv}x${d}_b${b}_${n}"
+      timeout 150 ncu --clock-control none --set full --import-source no -k regex:decode_comp_kernel --launch-skip 3 \
+        --launch-count 1 -f -o "/tmp/$tag" "$BIN/ninfer" bench --attention --kv-dtype "$f" --ctx "$n" --batch "$b" \
+        --heads "$hq/$hkv" --head-dim "$d" > "$OUT/$tag.log" 2>&1
+      echo "ncu $c exit $?"
+      ncu -i "/tmp/$tag.ncu-rep" --page details > "$OUT/$tag.txt" 2>&1
+      ncu -i "/tmp/$tag.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip > "$OUT/${tag}_src.csv.gz"
+      grep -E "Duration|Warp Cycles Per Issued|Issued Ipc|Executed Ipc|Achieved Occupancy|Registers Per|No Eligible|One or More" "$OUT/$tag.txt" | head -12
+    done
+    obj=$(find build-gpu -name "attention.cu.o" | head -1)
+    cuobjdump -sass "$obj" 2>&1 | gzip > "$OUT/attention_sass.txt.gz"; echo "sass $obj" ;;
   *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done
