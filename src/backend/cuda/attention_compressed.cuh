@@ -18,8 +18,8 @@
 //        parity bit back); 2y = 2n + c - 16 is restored exactly by starting the int32
 //        accumulators at -8 sum(q) per group and adding sum_blocks c Qbs (the coset bits of the
 //        lane's blocks times the rows' int8 Q sums per block) from an fp16 m16n8k8 MMA;
-//      rk2v4-e8 (FMT 4, the default): magnitudes 2|a| and sign masks from two 256-entry shared
-//        tables (the 8th sign from the parity, as the CPU decoder); the +-1 shift t of each
+//      rk2v4-e8 (FMT 4, the default): magnitudes 2|a| and sign masks from two shared tables
+//        indexed by the code's two bit fields (e8p_tables.h); the +-1 shift t of each
 //        block is again an fp16 MMA against the Q block sums. FMT 5 (NINFER_CUDA_E8P_DECODE=
 //        alu): one 4-byte shared table word per code, signs and t in integer arithmetic
 //        (e8p_alu.h), so the bytes are 4y and the int8 MMA alone gives the scores.
@@ -65,11 +65,38 @@ __device__ __forceinline__ uint32_t bit28_pair(uint32_t x, uint32_t y, uint32_t 
   return prmt_sign(x << 3, y << 3, 0xFFBBu) & one2;
 }
 
+// (a & ~c) | (b & c) as one LOP3 (ptxas splits the and/or form into two).
+__device__ __forceinline__ uint32_t bit_select(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xD8;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// (a & m) | c and (a & m) ^ c as one LOP3 each: with both constants as immediates ptxas
+// emits two (a LOP3 takes one immediate); here the second is a register, set once.
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t m, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "r"(m), "r"(c));
+  return d;
+}
+__device__ __forceinline__ uint32_t and_xor(uint32_t a, uint32_t m, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0x6A;\n" : "=r"(d) : "r"(a), "r"(m), "r"(c));
+  return d;
+}
+
+// 2^x with subnormal results flushed to 0 (exp2f's extra scaling steps for them cost 4
+// instructions per call; P or a rescale factor below 2^-126 is 0 for the softmax anyway).
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // E8 code (rk4v4_e8.cpp e8l32) with nibble 7 made z7 + 8: its low bit (stored: the coset bit
 // c) replaced by the parity of z0..z6 (bit 28 of the nibble sum, no carries: 7 bits).
 __device__ __forceinline__ uint32_t e8_fix_nibble7(uint32_t w) {
-  const uint32_t t = (w & 0x01111111u) * 0x11111111u;
-  return (w & ~0x10000000u) | (t & 0x10000000u);
+  return bit_select(w, (w & 0x01111111u) * 0x11111111u, 0x10000000u);
 }
 
 // V^T fragment register of byte J of two codes' nibble words x (low half) and y (high half):
@@ -80,7 +107,7 @@ template <int J, int HI, bool INT4>
 __device__ __forceinline__ uint32_t nib_pair_bf16(uint32_t x, uint32_t y) {
   constexpr uint32_t sel = J | (J << 4) | ((4 + J) << 8) | ((4 + J) << 12);
   const uint32_t r = __byte_perm(x, y, sel);
-  return INT4 ? ((r & 0x000F000Fu) ^ 0x43084308u) : ((r & 0x000F000Fu) | 0x43004300u);
+  return INT4 ? and_xor(r, 0x000F000Fu, 0x43084308u) : and_or(r, 0x000F000Fu, 0x43004300u);
 }
 
 // V^T's A fragment of m-tile 4 grp + J (block values 2J, 2J + 1) from the four keys' code
@@ -103,8 +130,8 @@ __device__ __forceinline__ void int4_dec8(uint32_t code, uint32_t& lo, uint32_t&
 // The FMT template argument of decode_comp_kernel: the K decode (V: int8, int4 nibbles, or
 // the E8 nibbles of rk4v4-e8, which rk2v4-e8 shares).
 //   1 int8, 2 int4, 3 rk4v4-e8,
-//   4 rk2v4-e8 with two shared tables (magnitudes; sign masks indexed by the first lookup's
-//     parity bit) and the +-1 shift t as an fp16 MMA,
+//   4 rk2v4-e8 with two shared tables (magnitudes; sign masks, e8p_tables.h) and the +-1
+//     shift t as an fp16 MMA,
 //   5 rk2v4-e8 with one 4-byte shared table and the signs and t in integer arithmetic
 //     (e8p_alu.h; NINFER_CUDA_E8P_DECODE=alu, attention.cu).
 constexpr bool is_e8p(int fmt) { return fmt == 4 || fmt == 5; }
@@ -170,11 +197,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   __shared__ __align__(16) int8_t Q8[R8 * D];
   __shared__ float Qsc[R8 * NG];
   __shared__ int Qbs[R8 * D / 8], Qgs[R8 * NG];  // int8 Q sums per 8-dim block and per group
-  // rk2v4-e8 K (E8P): e8pT[pattern] = the 8 values 2|a_i| as bytes (bit 31: the pattern's sign
-  // parity p(a)); e8pS[7 stored signs | p(a) << 7] = per-byte masks of the negative values (the
-  // 8th sign from the parity, as e8p16_decode_q4) and those masks & 0x01 per byte.
+  // rk2v4-e8 K (E8P, e8p_tables.h): e8pT[pattern] = the 8 values 2|a_i| as bytes (value 7
+  // negated when the pattern's sign parity is odd); e8pS[7 stored signs] = per-byte masks of
+  // the negative values (the 8th from the signs' parity) and those masks & 0x01 per byte.
   __shared__ uint2 e8pT[FMT == 4 ? 256 : 1];
-  __shared__ uint4 e8pS[FMT == 4 ? 256 : 1];
+  __shared__ uint4 e8pS[FMT == 4 ? 128 : 1];
   __shared__ uint32_t e8pW[FMT == 5 ? 256 : 1];  // FMT 5: e8p_alu::table_word of each entry
   __shared__ float m_w[4 * R8], l_w[4 * R8], mfin_s[R8], lfin_s[R8];
 
@@ -187,23 +214,14 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
 
   if constexpr (FMT == 4) {
     for (int i = tid; i < 256; i += kThreads) {
-      const uint32_t a = __ldg(p.e8p_abs + i);
-      uint32_t lo = 0, hi = 0;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        lo |= ((a >> (4 * k)) & 7u) * 2u << (8 * k);
-        hi |= ((a >> (4 * k + 16)) & 7u) * 2u << (8 * k);
+      uint32_t x, y;
+      e8p_tables::magnitudes(__ldg(p.e8p_abs + i), x, y);
+      e8pT[i] = make_uint2(x, y);
+      if (i < 128) {
+        uint32_t m[4];
+        e8p_tables::sign_masks(uint32_t(i), m);
+        e8pS[i] = make_uint4(m[0], m[1], m[2], m[3]);
       }
-      e8pT[i] = make_uint2(lo, hi | (((a >> 3) & 1u) << 31));
-      const uint32_t signs = uint32_t(i) & 0x7Fu, pa = uint32_t(i) >> 7;
-      const uint32_t sb = signs | (((uint32_t(__popc(signs)) + pa) & 1u) << 7);
-      uint32_t mlo = 0, mhi = 0;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        mlo |= ((sb >> k) & 1u) * (0xFFu << (8 * k));
-        mhi |= ((sb >> (k + 4)) & 1u) * (0xFFu << (8 * k));
-      }
-      e8pS[i] = make_uint4(mlo, mhi, mlo & 0x01010101u, mhi & 0x01010101u);
     }
   }
   if constexpr (FMT == 5) {
@@ -248,7 +266,14 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       qf[2 * grp + kk][0] = FMT == 2 || FMT == 3 ? __byte_perm(t.x, t.y, 0x6420) : t.x;
       qf[2 * grp + kk][1] = FMT == 2 || FMT == 3 ? __byte_perm(t.x, t.y, 0x7531) : t.y;
     }
-  float qs0[NG], qs1[NG];  // rows 2c, 2c + 1
+  // Grid steps of the int8 K values (int4: 16 v; E8: 2 y; E8P: 4 y; int8: the codes themselves)
+  // and of the V values (int4: v; E8: 2 y), times the fp16 scale. k_mul and the softmax's
+  // log2 scale are folded into the rows' Q scales qs0, qs1 (rows 2c, 2c + 1), v_mul into the
+  // output at the end (P' below is P v_scale; a power of two: the same bf16 roundings).
+  constexpr float k_mul = FMT == 2 ? 1.0f / 16 : (FMT == 3 || FMT == 1 ? 1.0f : 0.25f);  // E8: (2y / 2) via ia + cor / 2; E8P: 4y
+  constexpr float v_mul = FMT == 2 ? 1.0f : 0.5f;
+  const float q_mul = k_mul * p.scale_log2;
+  float qs0[NG], qs1[NG];
   // rk4v4-e8 K: the int8 product runs on the unsigned nibbles n (2y = 2n + c - 16, c the coset
   // bit of the block): sum q 2y = 2 (sum q n - 8 sum_group q) + sum_blocks c Qbs. The first
   // term's offset starts the int32 accumulators (ia0: rows 2c, 2c + 1); the c term is an fp16
@@ -258,8 +283,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   uint32_t qb[NG];
 #pragma unroll
   for (int grp = 0; grp < NG; ++grp) {
-    qs0[grp] = Qsc[(2 * cq) * NG + grp];
-    qs1[grp] = Qsc[(2 * cq + 1) * NG + grp];
+    qs0[grp] = Qsc[(2 * cq) * NG + grp] * q_mul;
+    qs1[grp] = Qsc[(2 * cq + 1) * NG + grp] * q_mul;
     ia0[grp][0] = -8 * Qgs[(2 * cq) * NG + grp];
     ia0[grp][1] = -8 * Qgs[(2 * cq + 1) * NG + grp];
     const __half2 h = __floats2half2_rn(float(Qbs[gq * (D / 8) + 8 * grp + 2 * cq]),
@@ -273,58 +298,63 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   const int kr0 = FMT == 1 ? 2 * gq - (gq & 1) : gq, kr1 = FMT == 1 ? kr0 + 2 : gq + 8;
   const int lim0 = row0 + 2 * cq < R ? start + (row0 + 2 * cq) / g : -1;
   const int lim1 = row0 + 2 * cq + 1 < R ? start + (row0 + 2 * cq + 1) / g : -1;
-  // Grid steps of the int8 K values (int4: 16 v; E8: 2 y; E8P: 4 y) and of the V values (int4:
-  // v; E8: 2 y), times the fp16 scale.
-  // int8: the codes themselves.
-  constexpr float k_mul = FMT == 2 ? 1.0f / 16 : (FMT == 3 || FMT == 1 ? 1.0f : 0.25f);  // E8: (2y / 2) via ia + cor / 2; E8P: 4y
-  constexpr float v_mul = FMT == 2 ? 1.0f : 0.5f;
-  const float sl2 = p.scale_log2;
 
   using Slice = CompSlice<D, FMT>;
+  // Per-lane base addresses of page 0 (codes and scales, K and V): a page adds one multiple of
+  // the page stride, every other offset below is a compile-time constant (an immediate of the
+  // load), so that no load needs 64-bit address arithmetic of its own.
+  const uint32_t k_stride = uint32_t(p.n_kv_heads) * uint32_t(KBLK), v_stride = uint32_t(p.n_kv_heads) * uint32_t(VBLK);
+  const uint8_t* k_head = p.k_pool + size_t(kvh) * KBLK;
+  const uint8_t* v_head = p.v_pool + size_t(kvh) * VBLK;
+  // K: m-row g's key, head dims of block 8 grp + 2c (int8: 16 bytes at 64 grp + 16 c); m-row
+  // g + 8 (int8: + 2) is KH rows further.
+  const uint8_t* k_lane = k_head + (warp * 16 + kr0) * KCB + (FMT == 1 ? 16 : (is_e8p(FMT) ? 4 : 8)) * cq;
+  const uint8_t* ks_lane = k_head + kPage * KCB + (warp * 16 + kr0) * 2 * NG;
+  constexpr int KH = FMT == 1 ? 2 : 8, KG = FMT == 1 ? 64 : KCB / NG;  // rows to m-row g + 8; bytes per group
+  // V: int8 (dim-major): head dim 8 g of keys 4c..4c + 3; else key 2c, block g.
+  const uint8_t* v_lane = v_head + (FMT == 1 ? 8 * gq * kPage + warp * 16 + 4 * cq : (warp * 16 + 2 * cq) * VCB + 4 * gq);
+  const uint8_t* vs_lane = v_head + kPage * VCB + (warp * 16 + kr0) * 2 * NG;
   auto loadK = [&](Slice& s, int page) {
-    const uint8_t* kb = p.k_pool + (size_t(page) * p.n_kv_heads + kvh) * KBLK;
+    const uint8_t* kl = k_lane + size_t(uint32_t(page)) * k_stride;
+    const uint8_t* ksl = ks_lane + size_t(uint32_t(page)) * k_stride;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int slot = warp * 16 + (h ? kr1 : kr0);
-      const uint8_t* row = kb + slot * KCB;
 #pragma unroll
       for (int grp = 0; grp < NG; ++grp) {
+        const uint8_t* src = kl + h * KH * KCB + grp * KG;
         if constexpr (FMT == 1) {
-          const uint4 t = __ldg(reinterpret_cast<const uint4*>(row + 64 * grp + 16 * cq));
+          const uint4 t = __ldg(reinterpret_cast<const uint4*>(src));
           s.k[h][grp][0] = t.x;
           s.k[h][grp][1] = t.y;
           s.k[h][grp][2] = t.z;
           s.k[h][grp][3] = t.w;
         } else if constexpr (is_e8p(FMT)) {
-          s.k[h][grp][0] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + 2 * cq) * 2));
+          s.k[h][grp][0] = __ldg(reinterpret_cast<const uint32_t*>(src));
         } else {
-          const uint2 t = __ldg(reinterpret_cast<const uint2*>(row + (8 * grp + 2 * cq) * 4));
+          const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
           s.k[h][grp][0] = t.x;
           s.k[h][grp][1] = t.y;
         }
       }
-      load_scales<NG>(kb + kPage * KCB + slot * 2 * NG, s.ks[h]);
+      load_scales<NG>(ksl + h * KH * 2 * NG, s.ks[h]);
     }
   };
   auto loadV = [&](Slice& s, int page) {
-    const uint8_t* vb = p.v_pool + (size_t(page) * p.n_kv_heads + kvh) * VBLK;
+    const uint8_t* vl = v_lane + size_t(uint32_t(page)) * v_stride;
+    const uint8_t* vsl = vs_lane + size_t(uint32_t(page)) * v_stride;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) load_scales<NG>(vb + kPage * VCB + (warp * 16 + (h ? kr1 : kr0)) * 2 * NG, s.vs[h]);
+    for (int h = 0; h < 2; ++h) load_scales<NG>(vsl + h * KH * 2 * NG, s.vs[h]);
     if constexpr (FMT == 1) {
 #pragma unroll
       for (int grp = 0; grp < NG; ++grp)
 #pragma unroll
-        for (int e = 0; e < 8; ++e)
-          s.v[e][grp] = __ldg(reinterpret_cast<const uint32_t*>(vb + (64 * grp + 8 * gq + e) * kPage + warp * 16 + 4 * cq));
+        for (int e = 0; e < 8; ++e) s.v[e][grp] = __ldg(reinterpret_cast<const uint32_t*>(vl + (64 * grp + e) * kPage));
     } else {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int slot = warp * 16 + 2 * cq + (j & 1) + 8 * (j >> 1);
-        const uint8_t* row = vb + slot * VCB;
+      for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int grp = 0; grp < NG; ++grp)
-          s.v[j][grp] = __ldg(reinterpret_cast<const uint32_t*>(row + (8 * grp + gq) * 4));
-      }
+          s.v[j][grp] = __ldg(reinterpret_cast<const uint32_t*>(vl + ((j & 1) + 8 * (j >> 1)) * VCB + 32 * grp));
     }
   };
 
@@ -385,9 +415,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
             const uint32_t code = kk ? s.k[h][grp][0] >> 16 : s.k[h][grp][0] & 0xFFFFu;
             if constexpr (FMT == 4) {
               const uint2 t = e8pT[code & 0xFFu];
-              const uint4 m = e8pS[((code >> 8) & 0x7Fu) | ((t.y >> 24) & 0x80u)];
-              a[h] = (t.x ^ m.x) + m.z;  // negate: ~x + 1, no carry out of a byte
-              a[h + 2] = ((t.y & 0x7F7F7F7Fu) ^ m.y) + m.w;
+              const uint4 m = e8pS[(code >> 8) & 0x7Fu];
+              a[h] = (t.x ^ m.x) + m.z;  // e8p_tables::apply
+              a[h + 2] = (t.y ^ m.y) + m.w;
             } else {
               e8p_alu::decode(code, e8pW[code & 0xFFu], a[h], a[h + 2]);
             }
@@ -396,7 +426,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
         }
         float cr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         if constexpr (FMT == 4)
-          mma_f16_1688(cr, (s.k[0][grp][0] & 0x80008000u) | 0x3C003C00u, (s.k[1][grp][0] & 0x80008000u) | 0x3C003C00u,
+          mma_f16_1688(cr, and_or(s.k[0][grp][0], 0x80008000u, 0x3C003C00u), and_or(s.k[1][grp][0], 0x80008000u, 0x3C003C00u),
                        qb[grp]);
 #pragma unroll
         for (int e = 0; e < 4; ++e) kv[e] = FMT == 4 ? float(ia[e]) + cr[e] : float(ia[e]);  // exact integers
@@ -422,7 +452,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
 #pragma unroll
         for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]);
       }
-      const float k0 = scale_of(s.ks[0], grp) * k_mul, k1 = scale_of(s.ks[1], grp) * k_mul;
+      const float k0 = scale_of(s.ks[0], grp), k1 = scale_of(s.ks[1], grp);
       acc[0] += kv[0] * (qs0[grp] * k0);
       acc[1] += kv[1] * (qs1[grp] * k0);
       acc[2] += kv[2] * (qs0[grp] * k1);
@@ -432,10 +462,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // Mask, online softmax and O += P V for the slice starting at key key0 (V part in s).
   auto softmax_pv = [&](const Slice& s, int key0, const float acc[4]) {
     const int ka = key0 + kr0, kb = key0 + kr1;
-    const float s0 = ka <= lim0 ? acc[0] * sl2 : -INFINITY;
-    const float s1 = ka <= lim1 ? acc[1] * sl2 : -INFINITY;
-    const float s2 = kb <= lim0 ? acc[2] * sl2 : -INFINITY;
-    const float s3 = kb <= lim1 ? acc[3] * sl2 : -INFINITY;
+    const float s0 = ka <= lim0 ? acc[0] : -INFINITY;
+    const float s1 = ka <= lim1 ? acc[1] : -INFINITY;
+    const float s2 = kb <= lim0 ? acc[2] : -INFINITY;
+    const float s3 = kb <= lim1 ? acc[3] : -INFINITY;
     float mx0 = fmaxf(s0, s2), mx1 = fmaxf(s1, s3);
 #pragma unroll
     for (int off = 4; off < 32; off <<= 1) {
@@ -443,14 +473,14 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
     }
     const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    const float al0 = mn0 == -INFINITY ? 1.0f : exp2f(m0 - mn0);
-    const float al1 = mn1 == -INFINITY ? 1.0f : exp2f(m1 - mn1);
+    const float al0 = mn0 == -INFINITY ? 1.0f : exp2_ftz(m0 - mn0);
+    const float al1 = mn1 == -INFINITY ? 1.0f : exp2_ftz(m1 - mn1);
     m0 = mn0;
     m1 = mn1;
-    const float p0 = mn0 == -INFINITY ? 0.0f : exp2f(s0 - mn0);
-    const float p2 = mn0 == -INFINITY ? 0.0f : exp2f(s2 - mn0);
-    const float p1 = mn1 == -INFINITY ? 0.0f : exp2f(s1 - mn1);
-    const float p3 = mn1 == -INFINITY ? 0.0f : exp2f(s3 - mn1);
+    const float p0 = mn0 == -INFINITY ? 0.0f : exp2_ftz(s0 - mn0);
+    const float p2 = mn0 == -INFINITY ? 0.0f : exp2_ftz(s2 - mn0);
+    const float p1 = mn1 == -INFINITY ? 0.0f : exp2_ftz(s1 - mn1);
+    const float p3 = mn1 == -INFINITY ? 0.0f : exp2_ftz(s3 - mn1);
     l0 = l0 * al0 + (p0 + p2);
     l1 = l1 * al1 + (p1 + p3);
     // Slots past the sequence's end hold stale bytes (possibly NaN scales); 0 * NaN must not
@@ -531,14 +561,14 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     } else {
 #pragma unroll
       for (int grp = 0; grp < NG; ++grp) {
-        const float v0 = scale_of(vs0, grp) * v_mul, v1 = scale_of(vs1, grp) * v_mul;
+        const float v0 = scale_of(vs0, grp), v1 = scale_of(vs1, grp);
         // P^T fragment: rows g; keys 2c, 2c + 1 (b0) and 2c + 8, 2c + 9 (b1).
         const uint32_t b0 = movmatrix_trans(cvt_bf16x2(sp(p0, v0), sp(p1, v0)));
         const uint32_t b1 = movmatrix_trans(cvt_bf16x2(sp(p2, v1), sp(p3, v1)));
         // V^T: the raw nibbles n as bf16 128 + n; value = n + c / 2 - 8 (E8, in units of 2 y / 2)
-        // or n - 8 (int4), so O = VA * sum(P' (128 + n)) + sum(P' c) + VB * sum(P'), with
-        // P' = P v_scale v_mul and VA, VB below; the last two sums come from one more MMA
-        // whose A rows are c (pairs of keys) and 1.
+        // or n - 8 (int4), so O / v_mul = VA * sum(P' (128 + n)) + sum(P' c) + VB * sum(P'),
+        // with P' = P v_scale and VA, VB below; the last two sums come from one more MMA whose
+        // A rows are c (pairs of keys) and 1.
         uint32_t x[4], y[4];  // y: x >> 4, the high nibbles
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -663,8 +693,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     l1 += __shfl_xor_sync(0xffffffffu, l1, off);
   }
   float* Ow = big;  // [4][8][D]; Q's fp32 copy is dead since the barrier after quantisation
-  // O = VA * (the MMA sums) + sum(P' c) + VB * sum(P'): E8 2 (128 + n) + c - 272 = 2 y (2 y /
-  // 2 is the value in units of v_mul); int4 (128 + (n ^ 8)) - 136 = v. The MMA sums are exact
+  // O / v_mul = VA * (the MMA sums) + sum(P' c) + VB * sum(P'): E8 2 (128 + n) + c - 272 = 2 y
+  // (2 y / 2 is the value in units of v_mul); int4 (128 + (n ^ 8)) - 136 = v. The MMA sums are exact
   // sums of bf16 products in fp32; the cancellation costs at most ~2^-24 * 272 / 16 relative
   // to the output's scale, far below the 2^-9 of P's rounding.
   constexpr float VA = FMT == 2 ? 1.0f : 2.0f, VB = FMT == 2 ? -136.0f : -272.0f;
@@ -676,10 +706,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       const float* c = o[4 * grp + u];
       const float* k = cor[grp];
       const float va = FMT == 1 ? sref[grp] : VA;  // int8: cor stays 0
-      Ow[(warp * R8 + 2 * cq) * D + d] = va * c[0] + k[0] + VB * k[2];
-      Ow[(warp * R8 + 2 * cq + 1) * D + d] = va * c[1] + k[1] + VB * k[3];
-      Ow[(warp * R8 + 2 * cq) * D + d + 1] = va * c[2] + k[0] + VB * k[2];
-      Ow[(warp * R8 + 2 * cq + 1) * D + d + 1] = va * c[3] + k[1] + VB * k[3];
+      constexpr float om = FMT == 1 ? 1.0f : v_mul;  // int8 V has its own scaling (sref)
+      Ow[(warp * R8 + 2 * cq) * D + d] = om * (va * c[0] + k[0] + VB * k[2]);
+      Ow[(warp * R8 + 2 * cq + 1) * D + d] = om * (va * c[1] + k[1] + VB * k[3]);
+      Ow[(warp * R8 + 2 * cq) * D + d + 1] = om * (va * c[2] + k[0] + VB * k[2]);
+      Ow[(warp * R8 + 2 * cq + 1) * D + d + 1] = om * (va * c[3] + k[1] + VB * k[3]);
     }
   if (gq == 0) {
     m_w[warp * R8 + 2 * cq] = m0;
