@@ -27,6 +27,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/e8p_alu.h"
+#include "backend/cuda/e8p_tables.h"
 #include "backend/cuda/kv_codecs.cuh"
 #include "backend/cuda/kv_lowbit.cuh"
 
@@ -748,9 +749,11 @@ __device__ __forceinline__ void mma_s8_16832(int d[4], const uint32_t a[4], uint
 #include "backend/cuda/attention_compressed.cuh"  // decode_comp_kernel (inside this namespace)
 
 // Which loop decode_comp_kernel runs (PIPE; NINFER_CUDA_COMP_PIPE=0..4 forces one). The
-// defaults are the fastest measured on the H200 (docs/BENCHMARKS.md, "Loop variants"): int8 0
-// (4 at head_dim 256, where two register sets spill), int4 / rk4v4-e8 / rk2v4-e8 2 at head_dim
-// 128 and 0 otherwise.
+// defaults are the fastest measured on the H200 (geometric mean over 32K/128K x batch 1/8;
+// docs/BENCHMARKS.md, "Loop variants", session 5): int8 0 (4 at head_dim 256, where two
+// register sets spill); int4 / rk4v4-e8 the software pipeline, 2 (at head_dim 256 the same
+// kernel as 1), but for rk2v4-e8 at head_dim 128 PIPE 1 (the pipeline at 3 CTAs per SM: 4 %
+// faster than 2); 0 at head_dim 64 (not measured).
 int comp_pipe(int head_dim, CacheKind kind) {
   static const int v = [] {
     const char* e = std::getenv("NINFER_CUDA_COMP_PIPE");
@@ -761,7 +764,8 @@ int comp_pipe(int head_dim, CacheKind kind) {
   }();
   if (v >= 0) return v;
   if (kind == CacheKind::Int8) return head_dim == 256 ? 4 : 0;
-  return head_dim == 128 ? 2 : 0;
+  if (head_dim == 64) return 0;
+  return kind == CacheKind::Rk2 && head_dim == 128 ? 1 : 2;
 }
 
 // Which rk2v4-e8 K decode decode_comp_kernel runs: FMT 4 (two shared tables, the measured
