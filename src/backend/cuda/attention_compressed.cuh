@@ -85,7 +85,7 @@ __device__ __forceinline__ uint32_t and_xor(uint32_t a, uint32_t m, uint32_t c) 
   return d;
 }
 
-// 2^x with subnormal results flushed to 0 (exp2f's extra scaling steps for them cost 4
+// 2^x with subnormal results flushed to 0 (exp2f's extra scaling steps for them cost 3
 // instructions per call; P or a rescale factor below 2^-126 is 0 for the softmax anyway).
 __device__ __forceinline__ float exp2_ftz(float x) {
   float y;
