@@ -1,6 +1,6 @@
 #!/bin/bash
 # One GPU session on a fresh machine, from the repository root (see docs/GPU.md):
-#   bench/gpu_session.sh STAGE...      stages: build test retest attn attnenv pipes splits pattn sdpa e2e e2ec ctxmax serve ncu ncuc
+#   bench/gpu_session.sh STAGE...      stages: build test retest attn attnenv pipes splits pattn sdpa e2e e2ec ctxmax serve ncu ncuc pack
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
@@ -229,7 +229,13 @@ for stage in "$@"; do
     done
     obj=$(find build-gpu -name "attention.cu.o" | head -1)
     cuobjdump -sass "$obj" 2>&1 | gzip > "$OUT/attention_sass.txt.gz"; echo "sass $obj" ;;
+  pack)
+    # Everything under $OUT into $OUT/all.tgz, the loose files removed: a device call returns at
+    # most 8 files (docs/GPU.md, session 5). Put it last: later stages write loose files again.
+    stamp pack
+    tar czf /tmp/ninfer_all.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv /tmp/ninfer_all.tgz "$OUT/all.tgz"
+    echo "packed $OUT/all.tgz" ;;
   *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done
-stamp done
+[ -f "$OUT/all.tgz" ] || stamp done
