@@ -77,6 +77,7 @@ struct BenchCmd {
   std::string ctx_list = "8192,32768,131072", batch_list, heads = "32/8";  // batch_list empty: 1 (model), 1,8 (--attention)
   std::string splits_list;  // empty: the planner's choice
   int head_dim = 128, n_query = 1;
+  bool cold_l2 = false;
 };
 
 void run_attention(const BenchCmd& c) {
@@ -116,6 +117,7 @@ void run_attention(const BenchCmd& c) {
           cfg.n_query = c.n_query;
           cfg.splits = splits;
           cfg.repeats = std::max(20, c.repeats);
+          cfg.cold_l2 = c.cold_l2;
           cfgs.push_back(cfg);
         }
   for (const AttentionBenchConfig& cfg : cfgs) {
@@ -125,11 +127,12 @@ void run_attention(const BenchCmd& c) {
     table.push_back({cfg.kv_dtype, cfg.batch, cfg.ctx, cfg.splits, r});
     rows.push_back({{"kv_dtype", cfg.kv_dtype}, {"batch", cfg.batch}, {"ctx", cfg.ctx}, {"n_heads", nh},
                     {"n_kv_heads", nkv}, {"head_dim", c.head_dim}, {"n_query", c.n_query}, {"median_ms", r.median_ms},
-                    {"min_ms", r.min_ms}, {"kv_bytes", r.kv_bytes}, {"gbps", r.gbps}, {"splits", r.splits}});
+                    {"min_ms", r.min_ms}, {"kv_bytes", r.kv_bytes}, {"gbps", r.gbps}, {"splits", r.splits},
+                    {"cold_l2", cfg.cold_l2}});
   }
   if (c.json_out) std::printf("%s\n", json{{"bench", "attention"}, {"device", dev}, {"rows", rows}}.dump().c_str());
-  std::printf("decode attention, one step | %s | heads %d/%d head_dim %d, %d query token(s) per sequence\n",
-              dev.c_str(), nh, nkv, c.head_dim, c.n_query);
+  std::printf("decode attention, one step | %s | heads %d/%d head_dim %d, %d query token(s) per sequence%s\n",
+              dev.c_str(), nh, nkv, c.head_dim, c.n_query, c.cold_l2 ? " | L2 overwritten before each repeat" : "");
   std::printf("%-8s %5s %8s %10s %10s %8s %6s %10s\n", "kv", "batch", "ctx", "ms", "KV MiB", "GB/s", "splits",
               "vs bf16");
   for (const Row& r : table) {
@@ -322,6 +325,9 @@ RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or dec
   attn(app->add_option("--queries", c->n_query, "--attention: query tokens per sequence")->capture_default_str());
   attn(app->add_option("--splits", c->splits_list,
                        "--attention: KV splits forced on the kernels, a list (1 to 128; default: the planner's choice)"));
+  attn(app->add_flag("--cold-l2", c->cold_l2,
+                     "--attention: overwrite a buffer of twice the L2 size before each timed repeat (default: the "
+                     "repeats run back to back, as the peer baseline's do)"));
   app->callback([c, model_only, attn_only]() {
     for (const CLI::Option* o : c->attention ? model_only : attn_only)
       if (o->count() > 0)

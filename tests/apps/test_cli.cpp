@@ -222,6 +222,7 @@ TEST(Cli, BenchMaxDepthFillsThePool) {
   expect_cli_error("bench -m " + m + " --device cpu --depth 128 --fill-from 256 --prompt 0", "--fill-from 256");
   // Options of the other mode are refused, not ignored.
   expect_cli_error("bench -m " + m + " --device cpu --prompt 0 --splits 8", "--splits applies only with --attention");
+  expect_cli_error("bench -m " + m + " --device cpu --prompt 0 --cold-l2", "--cold-l2 applies only with --attention");
   expect_cli_error("bench --attention -m " + m, "--model does not apply with --attention");
 }
 

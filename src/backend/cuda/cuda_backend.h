@@ -65,6 +65,7 @@ struct AttentionBenchConfig {
   int n_query = 1;       // query tokens per sequence
   int splits = 0;        // KV splits forced on the kernels (1..128; 0: the planner's choice)
   int repeats = 50;
+  bool cold_l2 = false;  // overwrite a buffer of twice the L2 size before each timed repeat
   uint64_t seed = 1;
 };
 struct AttentionBenchResult {

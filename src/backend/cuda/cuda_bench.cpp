@@ -35,8 +35,10 @@ struct DevMem {
   }
 };
 
-template <typename F>
-std::vector<float> time_events(F&& fn, int warmup, int repeats) {
+// Event-timed repeats of fn after warm-up, sorted; before each repeat (outside the events)
+// runs `before`.
+template <typename F, typename B>
+std::vector<float> time_events(F&& fn, int warmup, int repeats, B&& before) {
   cudaEvent_t a, b;
   NINFER_CUDA_CHECK(cudaEventCreate(&a));
   NINFER_CUDA_CHECK(cudaEventCreate(&b));
@@ -44,6 +46,7 @@ std::vector<float> time_events(F&& fn, int warmup, int repeats) {
   NINFER_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> ms;
   for (int i = 0; i < repeats; ++i) {
+    before();
     NINFER_CUDA_CHECK(cudaEventRecord(a, nullptr));
     fn();
     NINFER_CUDA_CHECK(cudaEventRecord(b, nullptr));
@@ -56,6 +59,10 @@ std::vector<float> time_events(F&& fn, int warmup, int repeats) {
   cudaEventDestroy(b);
   std::sort(ms.begin(), ms.end());
   return ms;
+}
+template <typename F>
+std::vector<float> time_events(F&& fn, int warmup, int repeats) {
+  return time_events(fn, warmup, repeats, [] {});
 }
 
 }  // namespace
@@ -140,9 +147,18 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
   cuda::PagedAttention attn(cuda::AttnShape{nh, nkv, d, kind, int(fmt.k.rotation), int(fmt.v.rotation)});
   if (cfg.splits > 0) attn.force_splits(cfg.splits);
   attn.plan(seqs.data(), int(seqs.size()), T, nullptr);
+  // --cold-l2: the repeats otherwise find whatever of the cache the L2 kept from the last one
+  // (all of it when the cache is smaller than the L2, as a compressed one at batch 1 can be),
+  // which a decode step of a whole model, reading every layer's weights and KV, does not.
+  int l2_bytes = 0;
+  NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));
+  const size_t flush_bytes = cfg.cold_l2 ? std::max<size_t>(size_t(2) * size_t(l2_bytes), size_t(64) << 20) : 0;
+  DevMem flush(std::max<size_t>(flush_bytes, 256));
   const auto ms = time_events(
       [&] { attn.run(q.as<float>(), nh * d, kp.as<uint8_t>(), vp.as<uint8_t>(), out.as<uint16_t>(), nh * d, nullptr); },
-      5, std::max(1, cfg.repeats));
+      5, std::max(1, cfg.repeats), [&] {
+        if (flush_bytes) NINFER_CUDA_CHECK(cudaMemsetAsync(flush.p, 0, flush_bytes, nullptr));
+      });
   AttentionBenchResult r;
   r.median_ms = ms[ms.size() / 2];
   r.min_ms = ms.front();
