@@ -227,6 +227,8 @@ for stage in "$@"; do
       ncu -i "/tmp/$tag.ncu-rep" --page details > "$OUT/$tag.txt" 2>&1
       ncu -i "/tmp/$tag.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip > "$OUT/${tag}_src.csv.gz"
       grep -E "Duration|Warp Cycles Per Issued|Issued Ipc|Executed Ipc|Achieved Occupancy|Registers Per|No Eligible|One or More" "$OUT/$tag.txt" | head -12
+      # per 16-key slice of one warp: batch x kv heads x ctx / 16
+      python3 bench/ncu_sass_summary.py "$OUT/${tag}_src.csv.gz" --per $((b * hkv * n / 16)) | tee "$OUT/${tag}_sass.txt" | head -24
     done
     obj=$(find build-gpu -name "attention.cu.o" | head -1)
     cuobjdump -sass "$obj" 2>&1 | gzip > "$OUT/attention_sass.txt.gz"; echo "sass $obj" ;;
