@@ -7,7 +7,8 @@
 # attn:  ninfer bench --attention, formats x shapes x ctx x batch -> $OUT/attn.jsonl
 #        (ATTN_FORMATS, default bf16,int8; ATTN_SHAPES, default "32/8/128 16/2/256 24/4/256";
 #        ATTN_CTX, default 8192,32768,131072; ATTN_BATCH, default 1,8; ATTN_COLD=1: --cold-l2, the
-#        L2 overwritten before each repeat, here and in sdpa)
+#        L2 overwritten before each repeat, here and in sdpa; ATTN_GRAPH=1: --graph, CUDA-graph
+#        replays of 20 steps, here and in sdpa)
 # sdpa:  PyTorch SDPA on the same shapes -> $OUT/sdpa.json, then the comparison tables
 #        (bench/compare_attention.py: bf16/int8; bench/compare_compressed_attention.py: every
 #        format vs SDPA, with the copy bandwidth; also for attnenv's rows when it ran first)
@@ -66,9 +67,9 @@ for stage in "$@"; do
     : > "$OUT/attn.jsonl"
     for shape in $ATTN_SHAPES; do
       IFS=/ read -r hq hkv d <<< "$shape"
-      echo "+ ninfer bench --attention --kv-dtype $ATTN_FORMATS --ctx $ATTN_CTX --batch $ATTN_BATCH --heads $hq/$hkv --head-dim $d --json ${ATTN_COLD:+--cold-l2}" >> "$OUT/bench.log"
+      echo "+ ninfer bench --attention --kv-dtype $ATTN_FORMATS --ctx $ATTN_CTX --batch $ATTN_BATCH --heads $hq/$hkv --head-dim $d --json ${ATTN_COLD:+--cold-l2} ${ATTN_GRAPH:+--graph}" >> "$OUT/bench.log"
       timeout 300 "$BIN/ninfer" bench --attention --kv-dtype "$ATTN_FORMATS" --ctx "$ATTN_CTX" --batch "$ATTN_BATCH" \
-        --heads "$hq/$hkv" --head-dim "$d" --json ${ATTN_COLD:+--cold-l2} > "$OUT/attn_tmp.txt" 2>> "$OUT/bench.log"
+        --heads "$hq/$hkv" --head-dim "$d" --json ${ATTN_COLD:+--cold-l2} ${ATTN_GRAPH:+--graph} > "$OUT/attn_tmp.txt" 2>> "$OUT/bench.log"
       echo "attention $shape exit $?"; grep -v "^{" "$OUT/attn_tmp.txt"; grep "^{" "$OUT/attn_tmp.txt" >> "$OUT/attn.jsonl"
     done
     rm -f "$OUT/attn_tmp.txt" ;;
@@ -131,9 +132,9 @@ for stage in "$@"; do
   sdpa)
     stamp sdpa
     shapes_csv=$(echo $ATTN_SHAPES | tr ' ' ',')
-    echo "+ python3 bench/sdpa_decode_attention.py --shapes $shapes_csv --ctx $ATTN_CTX --batch $ATTN_BATCH ${ATTN_COLD:+--cold-l2}" >> "$OUT/bench.log"
+    echo "+ python3 bench/sdpa_decode_attention.py --shapes $shapes_csv --ctx $ATTN_CTX --batch $ATTN_BATCH ${ATTN_COLD:+--cold-l2} ${ATTN_GRAPH:+--graph}" >> "$OUT/bench.log"
     timeout 300 python3 bench/sdpa_decode_attention.py --shapes "$shapes_csv" --ctx "$ATTN_CTX" \
-      --batch "$ATTN_BATCH" --json "$OUT/sdpa.json" ${ATTN_COLD:+--cold-l2} >> "$OUT/bench.log" 2>&1
+      --batch "$ATTN_BATCH" --json "$OUT/sdpa.json" ${ATTN_COLD:+--cold-l2} ${ATTN_GRAPH:+--graph} >> "$OUT/bench.log" 2>&1
     echo "sdpa exit $?"
     python3 bench/compare_attention.py "$OUT/sdpa.json" "$OUT/attn.jsonl" | tee -a "$OUT/bench.log"
     python3 bench/compare_compressed_attention.py "$OUT/sdpa.json" "$OUT/attn.jsonl" | tee -a "$OUT/bench.log"

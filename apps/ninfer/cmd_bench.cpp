@@ -77,7 +77,7 @@ struct BenchCmd {
   std::string ctx_list = "8192,32768,131072", batch_list, heads = "32/8";  // batch_list empty: 1 (model), 1,8 (--attention)
   std::string splits_list;  // empty: the planner's choice
   int head_dim = 128, n_query = 1;
-  bool cold_l2 = false;
+  bool cold_l2 = false, graph = false;
 };
 
 void run_attention(const BenchCmd& c) {
@@ -118,6 +118,7 @@ void run_attention(const BenchCmd& c) {
           cfg.splits = splits;
           cfg.repeats = std::max(20, c.repeats);
           cfg.cold_l2 = c.cold_l2;
+          cfg.graph = c.graph;
           cfgs.push_back(cfg);
         }
   for (const AttentionBenchConfig& cfg : cfgs) {
@@ -128,11 +129,12 @@ void run_attention(const BenchCmd& c) {
     rows.push_back({{"kv_dtype", cfg.kv_dtype}, {"batch", cfg.batch}, {"ctx", cfg.ctx}, {"n_heads", nh},
                     {"n_kv_heads", nkv}, {"head_dim", c.head_dim}, {"n_query", c.n_query}, {"median_ms", r.median_ms},
                     {"min_ms", r.min_ms}, {"kv_bytes", r.kv_bytes}, {"gbps", r.gbps}, {"splits", r.splits},
-                    {"cold_l2", cfg.cold_l2}});
+                    {"cold_l2", cfg.cold_l2}, {"graph", cfg.graph}});
   }
   if (c.json_out) std::printf("%s\n", json{{"bench", "attention"}, {"device", dev}, {"rows", rows}}.dump().c_str());
   std::printf("decode attention, one step | %s | heads %d/%d head_dim %d, %d query token(s) per sequence%s\n",
-              dev.c_str(), nh, nkv, c.head_dim, c.n_query, c.cold_l2 ? " | L2 overwritten before each repeat" : "");
+              dev.c_str(), nh, nkv, c.head_dim, c.n_query,
+              c.cold_l2 ? " | L2 overwritten before each repeat" : (c.graph ? " | CUDA-graph replays of 20 steps" : ""));
   std::printf("%-8s %5s %8s %10s %10s %8s %6s %10s\n", "kv", "batch", "ctx", "ms", "KV MiB", "GB/s", "splits",
               "vs bf16");
   for (const Row& r : table) {
@@ -328,11 +330,16 @@ RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or dec
   attn(app->add_flag("--cold-l2", c->cold_l2,
                      "--attention: overwrite a buffer of twice the L2 size before each timed repeat (default: the "
                      "repeats run back to back, as the peer baseline's do)"));
+  attn(app->add_flag("--graph", c->graph,
+                     "--attention: time CUDA-graph replays of 20 steps back to back (the time per step without the "
+                     "host's launch costs; default: each step launched and timed on its own)"));
   app->callback([c, model_only, attn_only]() {
     for (const CLI::Option* o : c->attention ? model_only : attn_only)
       if (o->count() > 0)
         fail("bench: {} {} --attention", o->get_name(), c->attention ? "does not apply with" : "applies only with");
     if (c->attention) {
+      if (c->graph && c->cold_l2)
+        fail("bench --attention: --graph and --cold-l2 do not combine (the graph replays steps back to back)");
       run_attention(*c);
     } else {
       const auto b = parse_int_list(c->batch_list.empty() ? "1" : c->batch_list, "--batch");

@@ -223,6 +223,8 @@ TEST(Cli, BenchMaxDepthFillsThePool) {
   // Options of the other mode are refused, not ignored.
   expect_cli_error("bench -m " + m + " --device cpu --prompt 0 --splits 8", "--splits applies only with --attention");
   expect_cli_error("bench -m " + m + " --device cpu --prompt 0 --cold-l2", "--cold-l2 applies only with --attention");
+  expect_cli_error("bench -m " + m + " --device cpu --prompt 0 --graph", "--graph applies only with --attention");
+  expect_cli_error("bench --attention --graph --cold-l2", "--graph and --cold-l2 do not combine");
   expect_cli_error("bench --attention -m " + m, "--model does not apply with --attention");
 }
 

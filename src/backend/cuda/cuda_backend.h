@@ -66,6 +66,7 @@ struct AttentionBenchConfig {
   int splits = 0;        // KV splits forced on the kernels (1..128; 0: the planner's choice)
   int repeats = 50;
   bool cold_l2 = false;  // overwrite a buffer of twice the L2 size before each timed repeat
+  bool graph = false;    // time CUDA-graph replays of 20 steps back to back (per-step time)
   uint64_t seed = 1;
 };
 struct AttentionBenchResult {

@@ -35,10 +35,10 @@ struct DevMem {
   }
 };
 
-// Event-timed repeats of fn after warm-up, sorted; before each repeat (outside the events)
-// runs `before`.
+// Event-timed repeats of fn after warm-up on stream s, sorted; before each repeat (outside the
+// events) runs `before`.
 template <typename F, typename B>
-std::vector<float> time_events(F&& fn, int warmup, int repeats, B&& before) {
+std::vector<float> time_events(F&& fn, int warmup, int repeats, B&& before, cudaStream_t s = nullptr) {
   cudaEvent_t a, b;
   NINFER_CUDA_CHECK(cudaEventCreate(&a));
   NINFER_CUDA_CHECK(cudaEventCreate(&b));
@@ -47,9 +47,9 @@ std::vector<float> time_events(F&& fn, int warmup, int repeats, B&& before) {
   std::vector<float> ms;
   for (int i = 0; i < repeats; ++i) {
     before();
-    NINFER_CUDA_CHECK(cudaEventRecord(a, nullptr));
+    NINFER_CUDA_CHECK(cudaEventRecord(a, s));
     fn();
-    NINFER_CUDA_CHECK(cudaEventRecord(b, nullptr));
+    NINFER_CUDA_CHECK(cudaEventRecord(b, s));
     NINFER_CUDA_CHECK(cudaEventSynchronize(b));
     float t = 0;
     NINFER_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
@@ -154,11 +154,35 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
   NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));
   const size_t flush_bytes = cfg.cold_l2 ? std::max<size_t>(size_t(2) * size_t(l2_bytes), size_t(64) << 20) : 0;
   DevMem flush(std::max<size_t>(flush_bytes, 256));
-  const auto ms = time_events(
-      [&] { attn.run(q.as<float>(), nh * d, kp.as<uint8_t>(), vp.as<uint8_t>(), out.as<uint16_t>(), nh * d, nullptr); },
-      5, std::max(1, cfg.repeats), [&] {
-        if (flush_bytes) NINFER_CUDA_CHECK(cudaMemsetAsync(flush.p, 0, flush_bytes, nullptr));
-      });
+  auto step = [&](cudaStream_t s) {
+    attn.run(q.as<float>(), nh * d, kp.as<uint8_t>(), vp.as<uint8_t>(), out.as<uint16_t>(), nh * d, s);
+  };
+  std::vector<float> ms;
+  if (!cfg.graph) {
+    ms = time_events([&] { step(nullptr); }, 5, std::max(1, cfg.repeats), [&] {
+      if (flush_bytes) NINFER_CUDA_CHECK(cudaMemsetAsync(flush.p, 0, flush_bytes, nullptr));
+    });
+  } else {
+    // --graph: kGraphSteps steps captured in one CUDA graph (as the engine replays its decode
+    // steps), replayed back to back; the time per step leaves out the host's launch costs.
+    if (cfg.cold_l2) fail("bench --attention: --graph and --cold-l2 do not combine");
+    constexpr int kGraphSteps = 20;
+    cudaStream_t st = nullptr;
+    NINFER_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (int i = 0; i < 3; ++i) step(st);
+    NINFER_CUDA_CHECK(cudaStreamSynchronize(st));
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    NINFER_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < kGraphSteps; ++i) step(st);
+    NINFER_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+    NINFER_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    ms = time_events([&] { NINFER_CUDA_CHECK(cudaGraphLaunch(exec, st)); }, 2, std::max(1, cfg.repeats / 2), [] {}, st);
+    for (float& t : ms) t /= float(kGraphSteps);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(st);
+  }
   AttentionBenchResult r;
   r.median_ms = ms[ms.size() / 2];
   r.min_ms = ms.front();
