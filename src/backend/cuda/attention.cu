@@ -768,9 +768,9 @@ int comp_pipe(int head_dim, CacheKind kind) {
   return kind == CacheKind::Rk2 && head_dim == 128 ? 1 : 2;
 }
 
-// Which rk2v4-e8 K decode decode_comp_kernel runs: FMT 4 (two shared tables, the measured
-// default) or 5 (one table, integer signs; NINFER_CUDA_E8P_DECODE=alu, =table for 4). Both
-// give the same scores exactly (int32 sums of the same 4 y); 5 is there to be measured.
+// Which rk2v4-e8 K decode decode_comp_kernel runs: FMT 4 (two shared tables, the default) or 5
+// (one table, integer signs; NINFER_CUDA_E8P_DECODE=alu, =table for 4). Both give the same
+// scores exactly (int32 sums of the same 4 y); 5 measured 0.99-1.12x of 4's time (session 5).
 int e8p_decode_fmt() {
   static const int v = [] {
     const char* e = std::getenv("NINFER_CUDA_E8P_DECODE");

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -150,38 +151,47 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
   // --cold-l2: the repeats otherwise find whatever of the cache the L2 kept from the last one
   // (all of it when the cache is smaller than the L2, as a compressed one at batch 1 can be),
   // which a decode step of a whole model, reading every layer's weights and KV, does not.
-  int l2_bytes = 0;
-  NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));
-  const size_t flush_bytes = cfg.cold_l2 ? std::max<size_t>(size_t(2) * size_t(l2_bytes), size_t(64) << 20) : 0;
-  DevMem flush(std::max<size_t>(flush_bytes, 256));
+  std::unique_ptr<DevMem> flush;
+  size_t flush_bytes = 0;
+  if (cfg.cold_l2) {
+    int l2_bytes = 0;
+    NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));
+    flush_bytes = std::max<size_t>(size_t(2) * size_t(l2_bytes), size_t(64) << 20);
+    flush = std::make_unique<DevMem>(flush_bytes);
+  }
   auto step = [&](cudaStream_t s) {
     attn.run(q.as<float>(), nh * d, kp.as<uint8_t>(), vp.as<uint8_t>(), out.as<uint16_t>(), nh * d, s);
   };
   std::vector<float> ms;
   if (!cfg.graph) {
     ms = time_events([&] { step(nullptr); }, 5, std::max(1, cfg.repeats), [&] {
-      if (flush_bytes) NINFER_CUDA_CHECK(cudaMemsetAsync(flush.p, 0, flush_bytes, nullptr));
+      if (flush) NINFER_CUDA_CHECK(cudaMemsetAsync(flush->p, 0, flush_bytes, nullptr));
     });
   } else {
     // --graph: kGraphSteps steps captured in one CUDA graph (as the engine replays its decode
     // steps), replayed back to back; the time per step leaves out the host's launch costs.
     if (cfg.cold_l2) fail("bench --attention: --graph and --cold-l2 do not combine");
     constexpr int kGraphSteps = 20;
-    cudaStream_t st = nullptr;
-    NINFER_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    for (int i = 0; i < 3; ++i) step(st);
-    NINFER_CUDA_CHECK(cudaStreamSynchronize(st));
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    NINFER_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < kGraphSteps; ++i) step(st);
-    NINFER_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-    NINFER_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    ms = time_events([&] { NINFER_CUDA_CHECK(cudaGraphLaunch(exec, st)); }, 2, std::max(1, cfg.repeats / 2), [] {}, st);
+    struct GraphRun {  // released also when a check below throws
+      cudaStream_t st = nullptr;
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      ~GraphRun() {
+        if (exec) cudaGraphExecDestroy(exec);
+        if (graph) cudaGraphDestroy(graph);
+        if (st) cudaStreamDestroy(st);
+      }
+    } g;
+    NINFER_CUDA_CHECK(cudaStreamCreateWithFlags(&g.st, cudaStreamNonBlocking));
+    for (int i = 0; i < 3; ++i) step(g.st);
+    NINFER_CUDA_CHECK(cudaStreamSynchronize(g.st));
+    NINFER_CUDA_CHECK(cudaStreamBeginCapture(g.st, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < kGraphSteps; ++i) step(g.st);
+    NINFER_CUDA_CHECK(cudaStreamEndCapture(g.st, &g.graph));
+    NINFER_CUDA_CHECK(cudaGraphInstantiate(&g.exec, g.graph, 0));
+    ms = time_events([&] { NINFER_CUDA_CHECK(cudaGraphLaunch(g.exec, g.st)); }, 2, std::max(1, cfg.repeats / 2), [] {},
+                     g.st);
     for (float& t : ms) t /= float(kGraphSteps);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(st);
   }
   AttentionBenchResult r;
   r.median_ms = ms[ms.size() / 2];
