@@ -1,6 +1,6 @@
 #!/bin/bash
 # One GPU session on a fresh machine, from the repository root (see docs/GPU.md):
-#   bench/gpu_session.sh STAGE...      stages: build test retest attn attnenv pipes splits pattn sdpa e2e e2ec ctxmax serve ncu ncuc pack
+#   bench/gpu_session.sh STAGE...      stages: build test retest attn attnenv pipes splits pattn sdpa e2e e2ec ctxmax serve ncu ncuc ncub1 pack
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
@@ -95,9 +95,9 @@ for stage in "$@"; do
     : > "$OUT/attn_env.jsonl"
     for shape in $ATTN_SHAPES; do
       IFS=/ read -r hq hkv d <<< "$shape"
-      echo "+ $ATTN_ENV ninfer bench --attention --kv-dtype $ATTN_FORMATS --ctx $ATTN_CTX --batch $ATTN_BATCH --heads $hq/$hkv --head-dim $d --json" >> "$OUT/bench.log"
+      echo "+ $ATTN_ENV ninfer bench --attention --kv-dtype $ATTN_FORMATS --ctx $ATTN_CTX --batch $ATTN_BATCH --heads $hq/$hkv --head-dim $d --json ${ATTN_COLD:+--cold-l2} ${ATTN_GRAPH:+--graph}" >> "$OUT/bench.log"
       env $ATTN_ENV timeout 200 "$BIN/ninfer" bench --attention --kv-dtype "$ATTN_FORMATS" --ctx "$ATTN_CTX" \
-        --batch "$ATTN_BATCH" --heads "$hq/$hkv" --head-dim "$d" --json 2>> "$OUT/bench.log" \
+        --batch "$ATTN_BATCH" --heads "$hq/$hkv" --head-dim "$d" --json ${ATTN_COLD:+--cold-l2} ${ATTN_GRAPH:+--graph} 2>> "$OUT/bench.log" \
         | grep "^{" | sed "s/^{/{\"env\":\"$ATTN_ENV\",/" >> "$OUT/attn_env.jsonl"
       echo "attnenv $shape exit $?"
     done ;;
@@ -233,6 +233,20 @@ for stage in "$@"; do
     done
     obj=$(find build-gpu -name "attention.cu.o" | head -1)
     cuobjdump -sass "$obj" 2>&1 | gzip > "$OUT/attention_sass.txt.gz"; echo "sass $obj" ;;
+  ncub1)
+    # Per-kernel GPU durations of batch-1 decode steps (the decode kernel and the split merge,
+    # each timed alone by Nsight Compute) for NCUB1_CASES "fmt/heads/head_dim/ctx": where the
+    # batch-1 step time goes besides the kernels -> $OUT/ncub1.txt
+    stamp ncub1
+    for c in ${NCUB1_CASES:-rk4v4-e8/16/2/256/32768 rk2v4-e8/32/8/128/32768 bf16/32/8/128/32768}; do
+      IFS=/ read -r f hq hkv d n <<< "$c"
+      echo "--- $c" >> "$OUT/ncub1.txt"
+      timeout 120 ncu --clock-control none -k "regex:decode_|merge_|paged_" --section SpeedOfLight --section LaunchStats --launch-skip 10 --launch-count 4 \
+        "$BIN/ninfer" bench --attention --kv-dtype "$f" --ctx "$n" --batch 1 --heads "$hq/$hkv" --head-dim "$d" \
+        >> "$OUT/ncub1.txt" 2>&1
+      echo "ncub1 $c exit $?"
+      grep -E "^  [a-z_]+.*\(|Duration|Grid Size|Registers Per" "$OUT/ncub1.txt" | tail -18
+    done ;;
   pack)
     # Everything under $OUT into $OUT/all.tgz, the loose files removed: a device call returns at
     # most 8 files (docs/GPU.md, session 5). Put it last: later stages write loose files again.

@@ -768,15 +768,17 @@ int comp_pipe(int head_dim, CacheKind kind) {
   return kind == CacheKind::Rk2 && head_dim == 128 ? 1 : 2;
 }
 
-// Which rk2v4-e8 K decode decode_comp_kernel runs: FMT 4 (two shared tables, the default) or 5
-// (one table, integer signs; NINFER_CUDA_E8P_DECODE=alu, =table for 4). Both give the same
-// scores exactly (int32 sums of the same 4 y); 5 measured 0.99-1.12x of 4's time (session 5).
+// Which rk2v4-e8 K decode decode_comp_kernel runs: FMT 4 (two shared tables, the default), 6
+// (the same tables copied once per bank group: NINFER_CUDA_E8P_DECODE=banked) or 5 (one table,
+// integer signs: =alu; =table for 4). All give the same scores exactly (int32 sums of the same
+// 4 y); 5 measured 0.99-1.12x of 4's time (session 5).
 int e8p_decode_fmt() {
   static const int v = [] {
     const char* e = std::getenv("NINFER_CUDA_E8P_DECODE");
     if (!e || !*e || std::strcmp(e, "table") == 0) return 4;
     if (std::strcmp(e, "alu") == 0) return 5;
-    throw std::runtime_error(std::string("NINFER_CUDA_E8P_DECODE must be 'table' or 'alu', got '") + e + "'");
+    if (std::strcmp(e, "banked") == 0) return 6;
+    throw std::runtime_error(std::string("NINFER_CUDA_E8P_DECODE must be 'table', 'banked' or 'alu', got '") + e + "'");
   }();
   return v;
 }
@@ -790,12 +792,20 @@ int decode_work_rows(CacheKind k) {
 // decode_comp_kernel<D, FMT, PIPE> for the run-time PIPE: launch, or (grid.x == 0) its occupancy.
 template <int D, int FMT>
 int comp_kernel_call(int pipe, dim3 grid, const KernelParams& kp, cudaStream_t s) {
+  constexpr int dyn = FMT == 6 ? kE8pBankedBytes : 0;  // dynamic shared memory (FMT 6's table copies)
   auto go = [&](auto kernel) {
+    if constexpr (dyn > 0) {  // over the 48 KiB default together with the static arrays: opt in, once per kernel
+      static const bool opted = [&] {
+        NINFER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn));
+        return true;
+      }();
+      (void)opted;
+    }
     int n = 0;
     if (grid.x == 0) {
-      NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, 0));
+      NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, dyn));
     } else {
-      kernel<<<grid, kThreads, 0, s>>>(kp);
+      kernel<<<grid, kThreads, dyn, s>>>(kp);
     }
     return n;
   };
@@ -816,7 +826,11 @@ int comp_call(CacheKind kind, dim3 grid, const KernelParams& kp, cudaStream_t s)
     case CacheKind::Int4: return comp_kernel_call<D, 2>(pipe, grid, kp, s);
     case CacheKind::Rk4: return comp_kernel_call<D, 3>(pipe, grid, kp, s);
     default:
-      return e8p_decode_fmt() == 5 ? comp_kernel_call<D, 5>(pipe, grid, kp, s) : comp_kernel_call<D, 4>(pipe, grid, kp, s);
+      switch (e8p_decode_fmt()) {
+        case 5: return comp_kernel_call<D, 5>(pipe, grid, kp, s);
+        case 6: return comp_kernel_call<D, 6>(pipe, grid, kp, s);
+        default: return comp_kernel_call<D, 4>(pipe, grid, kp, s);
+      }
   }
 }
 

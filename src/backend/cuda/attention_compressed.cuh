@@ -133,8 +133,18 @@ __device__ __forceinline__ void int4_dec8(uint32_t code, uint32_t& lo, uint32_t&
 //   4 rk2v4-e8 with two shared tables (magnitudes; sign masks, e8p_tables.h) and the +-1
 //     shift t as an fp16 MMA,
 //   5 rk2v4-e8 with one 4-byte shared table and the signs and t in integer arithmetic
-//     (e8p_alu.h; NINFER_CUDA_E8P_DECODE=alu, attention.cu).
-constexpr bool is_e8p(int fmt) { return fmt == 4 || fmt == 5; }
+//     (e8p_alu.h; NINFER_CUDA_E8P_DECODE=alu, attention.cu),
+//   6 rk2v4-e8 as 4, with both tables replicated once per shared-memory bank group
+//     (NINFER_CUDA_E8P_DECODE=banked; kE8pBankedBytes of dynamic shared memory): lane l reads
+//     copy l % 16 of a magnitude entry (8 bytes) and copy l % 8 of a sign entry (16 bytes), so
+//     that the lanes of one memory phase (16 lanes for 8-byte loads, 8 for 16-byte ones) hit
+//     distinct banks whatever codes they hold. FMT 4's random indices cost ~7.9 wavefronts per
+//     lookup instead of 2 or 4 (ncu, session 5: L1 73 % busy).
+constexpr bool is_e8p(int fmt) { return fmt == 4 || fmt == 5 || fmt == 6; }
+constexpr bool e8p_tables_fmt(int fmt) { return fmt == 4 || fmt == 6; }  // the two tables of e8p_tables.h
+// FMT 6's dynamic shared memory: magnitudes [256 entries][16 copies] uint2, then sign masks
+// [128][8] uint4; one entry's copies are 128 bytes (all 32 banks).
+constexpr int kE8pBankedT = 256 * 128, kE8pBankedBytes = kE8pBankedT + 128 * 128;
 
 __device__ __forceinline__ void mma_u8s8_16832(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -200,19 +210,21 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // rk2v4-e8 K (E8P, e8p_tables.h): e8pT[pattern] = the 8 values 2|a_i| as bytes (value 7
   // negated when the pattern's sign parity is odd); e8pS[7 stored signs] = per-byte masks of
   // the negative values (the 8th from the signs' parity) and those masks & 0x01 per byte.
-  __shared__ uint2 e8pT[FMT == 4 ? 256 : 1];
-  __shared__ uint4 e8pS[FMT == 4 ? 128 : 1];
+  __shared__ uint2 e8pT[e8p_tables_fmt(FMT) ? 256 : 1];
+  __shared__ uint4 e8pS[e8p_tables_fmt(FMT) ? 128 : 1];
+  extern __shared__ __align__(128) uint8_t e8p_banked[];  // FMT 6: kE8pBankedBytes (above)
   __shared__ uint32_t e8pW[FMT == 5 ? 256 : 1];  // FMT 5: e8p_alu::table_word of each entry
   __shared__ float m_w[4 * R8], l_w[4 * R8], mfin_s[R8], lfin_s[R8];
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gq = lane / 4, cq = lane % 4;
+  const uint32_t lane_t = (lane & 15) * 8, lane_s = (lane & 7) * 16;  // FMT 6: the lane's table copies
   const DecodeTile t = decode_tile<R8>(p);
   const int row0 = t.row0, kvh = t.kvh, split = t.split, tok0 = t.tok0, start = t.start, g = t.g, R = t.R;
   const int row_end = t.row_end, n_keys = t.n_keys, p_begin = t.p_begin, n_iter = t.n_iter;
   const int32_t* table = t.table;
 
-  if constexpr (FMT == 4) {
+  if constexpr (e8p_tables_fmt(FMT)) {
     for (int i = tid; i < 256; i += kThreads) {
       uint32_t x, y;
       e8p_tables::magnitudes(__ldg(p.e8p_abs + i), x, y);
@@ -227,6 +239,16 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   if constexpr (FMT == 5) {
     for (int i = tid; i < 256; i += kThreads) e8pW[i] = e8p_alu::table_word(__ldg(p.e8p_abs + i));
   }
+  if constexpr (FMT == 6) {  // the copies, 16 bytes per store (two magnitude copies at once)
+    __syncthreads();
+    uint4* rt = reinterpret_cast<uint4*>(e8p_banked);
+    uint4* rs = reinterpret_cast<uint4*>(e8p_banked + kE8pBankedT);
+    for (int i = tid; i < 256 * 8; i += kThreads) {
+      const uint2 t = e8pT[i >> 3];
+      rt[i] = make_uint4(t.x, t.y, t.x, t.y);
+    }
+    for (int i = tid; i < 128 * 8; i += kThreads) rs[i] = e8pS[i >> 3];
+  }  // visible to the loop after the Q prologue's barrier
   // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group) ----
   load_q_rotated<D>(p, big, R8, row0, R, tok0, kvh);
   for (int u = tid; u < R8 * NG * 4; u += kThreads) {  // 32 NG threads: whole warps
@@ -418,6 +440,15 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
               const uint4 m = e8pS[(code >> 8) & 0x7Fu];
               a[h] = (t.x ^ m.x) + m.z;  // e8p_tables::apply
               a[h + 2] = (t.y ^ m.y) + m.w;
+            } else if constexpr (FMT == 6) {
+              // byte offsets: entry * 128 | the lane's copy (one shift and one LOP3 each)
+              const uint32_t w = s.k[h][grp][0];
+              const uint32_t ot = (kk ? (w >> 9) & 0x7F80u : (w << 7) & 0x7F80u) | lane_t;
+              const uint32_t os = (kk ? (w >> 17) & 0x3F80u : (w >> 1) & 0x3F80u) | lane_s;
+              const uint2 t = *reinterpret_cast<const uint2*>(e8p_banked + ot);
+              const uint4 m = *reinterpret_cast<const uint4*>(e8p_banked + kE8pBankedT + os);
+              a[h] = (t.x ^ m.x) + m.z;  // e8p_tables::apply
+              a[h + 2] = (t.y ^ m.y) + m.w;
             } else {
               e8p_alu::decode(code, e8pW[code & 0xFFu], a[h], a[h + 2]);
             }
@@ -425,11 +456,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
           mma_s8_16832(ia, a, qf[2 * grp + kk][0], qf[2 * grp + kk][1]);
         }
         float cr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if constexpr (FMT == 4)
+        if constexpr (e8p_tables_fmt(FMT))
           mma_f16_1688(cr, and_or(s.k[0][grp][0], 0x80008000u, 0x3C003C00u), and_or(s.k[1][grp][0], 0x80008000u, 0x3C003C00u),
                        qb[grp]);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) kv[e] = FMT == 4 ? float(ia[e]) + cr[e] : float(ia[e]);  // exact integers
+        for (int e = 0; e < 4; ++e) kv[e] = e8p_tables_fmt(FMT) ? float(ia[e]) + cr[e] : float(ia[e]);  // exact integers
       } else if constexpr (FMT == 1) {
         int ia[4] = {0, 0, 0, 0};
 #pragma unroll
