@@ -1,6 +1,6 @@
 #!/bin/bash
 # One GPU session on a fresh machine, from the repository root (see docs/GPU.md):
-#   bench/gpu_session.sh STAGE...      stages: build test retest attn attnenv pipes splits pattn sdpa e2e e2ec ctxmax serve ncu ncuc ncub1 pack
+#   bench/gpu_session.sh STAGE...      stages: build prebuilt test retest attn attnenv pipes splits pattn sdpa e2e e2ec ctxmax serve ncu ncuc ncub1 pack
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
@@ -41,7 +41,7 @@ export PKG_CONFIG_LIBDIR="$DEPS/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/usr/sha
 export PKG_CONFIG_SYSROOT_DIR="$DEPS"
 PKGCONF=$(command -v pkg-config || echo "$DEPS/usr/bin/pkgconf")
 export CUDACXX=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-BIN=$ROOT/build-gpu/bin
+BIN=${NINFER_BIN_DIR:-$ROOT/build-gpu/bin}  # NINFER_BIN_DIR: another build's bin (A/B of two binaries in one call)
 stamp() { echo "=== $(date +%T) $*" | tee -a "$OUT/session.log"; }
 
 for stage in "$@"; do
@@ -56,6 +56,14 @@ for stage in "$@"; do
     grep -E "error|warning: .*cuda|spill" "$OUT/build.log" | head -40
     if [ $rc -ne 0 ]; then tail -60 "$OUT/build.log"; stamp "build FAILED"; exit 1; fi
     stamp "build ok" ;;
+  prebuilt)
+    # Bench-only calls without the build: ninfer (and test_cuda when there) built on the CPU
+    # machine with -DCMAKE_CUDA_ARCHITECTURES=90 in build-cu and carried (`carry` build-cu/bin/ninfer);
+    # falls back to the build stage when it does not run here (libraries, glibc).
+    stamp prebuilt
+    mkdir -p "$BIN" && cp build-cu/bin/ninfer* build-cu/bin/test_cuda "$BIN/" 2>/dev/null
+    if "$BIN/ninfer" --help > /dev/null 2>> "$OUT/session.log"; then stamp "prebuilt ninfer runs"
+    else stamp "prebuilt ninfer does not run: building"; bash "$0" build || exit 1; fi ;;
   test)
     stamp test
     timeout 400 "$BIN/test_cuda" --gtest_color=no > "$OUT/test.log" 2>&1
@@ -108,7 +116,7 @@ for stage in "$@"; do
     : > "$OUT/splits.jsonl"
     for shape in 16/2/256 32/8/128; do
       IFS=/ read -r hq hkv d <<< "$shape"
-      args="--attention --kv-dtype ${SPLIT_FORMATS:-bf16,rk4v4-e8,rk2v4-e8} --ctx 32768,131072 --batch 1 --heads $hq/$hkv --head-dim $d --splits ${SPLITS:-16,32,64,128} --json"
+      args="--attention --kv-dtype ${SPLIT_FORMATS:-bf16,rk4v4-e8,rk2v4-e8} --ctx 32768,131072 --batch 1 --heads $hq/$hkv --head-dim $d --splits ${SPLITS:-16,32,64,128} --json ${ATTN_COLD:+--cold-l2} ${ATTN_GRAPH:+--graph}"
       echo "+ ninfer bench $args" >> "$OUT/bench.log"
       timeout 200 "$BIN/ninfer" bench $args 2>> "$OUT/bench.log" | tee -a "$OUT/bench.log" | grep "^{" >> "$OUT/splits.jsonl"
       echo "splits $shape exit $?"

@@ -768,16 +768,17 @@ int comp_pipe(int head_dim, CacheKind kind) {
   return kind == CacheKind::Rk2 && head_dim == 128 ? 1 : 2;
 }
 
-// Which rk2v4-e8 K decode decode_comp_kernel runs: FMT 4 (two shared tables, the default), 6
-// (the same tables copied once per bank group: NINFER_CUDA_E8P_DECODE=banked) or 5 (one table,
-// integer signs: =alu; =table for 4). All give the same scores exactly (int32 sums of the same
-// 4 y); 5 measured 0.99-1.12x of 4's time (session 5).
+// Which rk2v4-e8 K decode decode_comp_kernel runs: FMT 6 (two shared tables copied once per
+// bank group, the default; NINFER_CUDA_E8P_DECODE=banked), 4 (one copy of each: =table) or 5
+// (one table, integer signs: =alu). All give the same scores exactly (int32 sums of the same
+// 4 y). Measured on the H200: 5 at 0.99-1.12x of 4's time (session 5); 6 at 0.83-0.95x of 4's
+// (session 6, docs/BENCHMARKS.md).
 int e8p_decode_fmt() {
   static const int v = [] {
     const char* e = std::getenv("NINFER_CUDA_E8P_DECODE");
-    if (!e || !*e || std::strcmp(e, "table") == 0) return 4;
+    if (!e || !*e || std::strcmp(e, "banked") == 0) return 6;
+    if (std::strcmp(e, "table") == 0) return 4;
     if (std::strcmp(e, "alu") == 0) return 5;
-    if (std::strcmp(e, "banked") == 0) return 6;
     throw std::runtime_error(std::string("NINFER_CUDA_E8P_DECODE must be 'table', 'banked' or 'alu', got '") + e + "'");
   }();
   return v;
@@ -828,8 +829,8 @@ int comp_call(CacheKind kind, dim3 grid, const KernelParams& kp, cudaStream_t s)
     default:
       switch (e8p_decode_fmt()) {
         case 5: return comp_kernel_call<D, 5>(pipe, grid, kp, s);
-        case 6: return comp_kernel_call<D, 6>(pipe, grid, kp, s);
-        default: return comp_kernel_call<D, 4>(pipe, grid, kp, s);
+        case 4: return comp_kernel_call<D, 4>(pipe, grid, kp, s);
+        default: return comp_kernel_call<D, 6>(pipe, grid, kp, s);
       }
   }
 }

@@ -162,6 +162,115 @@ __device__ __forceinline__ void mma_f16_1688(float d[4], uint32_t a0, uint32_t a
       : "r"(a0), "r"(a1), "r"(b0));
 }
 
+// The Q prologue of decode_comp_kernel: warp w takes rows w and w + 4 of the tile, each lane E =
+// D / 32 consecutive head dims, loaded straight into registers (both rows' loads in flight at
+// once; the row's address costs one division by the group size). The K rotation runs as
+// butterflies in registers (stages h < E) and across lanes by shuffles (h >= E): the same
+// additions and subtractions of the same operands, stage by stage, as smem_rotate, so the
+// values are bit-identical. Then the int8 quantisation per (row, 64-group): scale Qsc, codes
+// Q8, sums per 8-dim block (Qbs) and per group (Qgs), exact integers. No barrier inside; the
+// caller's barrier publishes the shared arrays.
+template <int D>
+__device__ __forceinline__ void comp_q_prologue(const KernelParams& p, int row0, int R, int tok0, int kvh, int8_t* Q8,
+                                                float* Qsc, int* Qbs, int* Qgs) {
+  constexpr int E = D / 32, NG = D / 64, LPG = 64 / E, LPB = 8 / E < 1 ? 1 : 8 / E;  // lanes per group, per block
+  static_assert(E >= 2 && E <= 8, "head_dim 64, 128 or 256");
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float x[2][E];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int gr = row0 + warp + 4 * i;
+    if (gr < R) {
+      const float* src =
+          p.q + size_t(tok0 + gr / p.group) * p.q_ld + size_t(kvh * p.group + gr % p.group) * D + lane * E;
+      if constexpr (E == 2) {
+        const float2 t = *reinterpret_cast<const float2*>(src);
+        x[i][0] = t.x;
+        x[i][1] = t.y;
+      } else {
+#pragma unroll
+        for (int e = 0; e < E; e += 4) {
+          const float4 t = *reinterpret_cast<const float4*>(src + e);
+          x[i][e] = t.x;
+          x[i][e + 1] = t.y;
+          x[i][e + 2] = t.z;
+          x[i][e + 3] = t.w;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < E; ++e) x[i][e] = 0.0f;
+    }
+  }
+  if (p.q_rot != 0) {
+    const int n = p.q_rot == 1 ? D : 64;
+#pragma unroll
+    for (int h = 1; h < D; h <<= 1) {
+      if (h >= n) break;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        if (h < E) {
+#pragma unroll
+          for (int e = 0; e < E; ++e) {
+            if (e & h) continue;
+            const float a = x[i][e], b = x[i][e + h];
+            x[i][e] = a + b;
+            x[i][e + h] = a - b;
+          }
+        } else {
+          const int m = h / E;
+          const bool hi = lane & m;
+#pragma unroll
+          for (int e = 0; e < E; ++e) {
+            const float y = __shfl_xor_sync(0xffffffffu, x[i][e], m);
+            x[i][e] = hi ? y - x[i][e] : x[i][e] + y;
+          }
+        }
+      }
+    }
+    const float sc = p.q_rot == 1 ? 1.0f / sqrtf(float(D)) : 1.0f / sqrtf(64.0f);  // smem_rotate's constants
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int e = 0; e < E; ++e) x[i][e] *= sc;
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = warp + 4 * i, grp = lane / LPG;
+    float amax = 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) amax = fmaxf(amax, fabsf(x[i][e]));
+#pragma unroll
+    for (int m = 1; m < LPG; m <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+    const float sc = amax > 0.0f ? amax / 127.0f : 1.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    uint32_t w[(E + 3) / 4] = {};
+    int sum = 0;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int v = int(fminf(fmaxf(rintf(x[i][e] * inv), -127.0f), 127.0f));
+      sum += v;
+      w[e / 4] |= uint32_t(v & 0xFF) << (8 * (e % 4));
+    }
+    int8_t* dst = Q8 + r * D + lane * E;
+    if constexpr (E == 8) {
+      *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+    } else if constexpr (E == 4) {
+      *reinterpret_cast<uint32_t*>(dst) = w[0];
+    } else {
+      *reinterpret_cast<uint16_t*>(dst) = uint16_t(w[0]);
+    }
+#pragma unroll
+    for (int m = 1; m < LPB; m <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);  // the 8-dim block
+    if (lane % LPB == 0) Qbs[r * (D / 8) + lane * E / 8] = sum;
+#pragma unroll
+    for (int m = LPB; m < LPG; m <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);  // the 64-group
+    if (lane % LPG == 0) {
+      Qsc[r * NG + grp] = sc;
+      Qgs[r * NG + grp] = sum;
+    }
+  }
+}
+
 template <int D, int FMT>
 struct CompSlice {
   static constexpr int NG = D / 64, NW = (NG + 1) / 2;
@@ -203,7 +312,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   constexpr int NG = D / 64, R8 = kCompRows;
   constexpr int KCB = is_e8p(FMT) ? D / 4 : (FMT == 1 ? D : D / 2), VCB = FMT == 1 ? D : D / 2;  // code bytes per row
   constexpr size_t KBLK = size_t(kPage) * (KCB + 2 * NG), VBLK = size_t(kPage) * (VCB + 2 * NG);
-  __shared__ __align__(16) float big[4 * R8 * D];  // Q fp32 [8][D] in the prologue; O exchange [4][8][D]
+  constexpr int OP = D + 2;  // row pitch of the O exchange (the epilogue)
+  __shared__ __align__(16) float big[4 * R8 * OP];  // O exchange [4 warps][8 rows][OP]
   __shared__ __align__(16) int8_t Q8[R8 * D];
   __shared__ float Qsc[R8 * NG];
   __shared__ int Qbs[R8 * D / 8], Qgs[R8 * NG];  // int8 Q sums per 8-dim block and per group
@@ -215,6 +325,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   extern __shared__ __align__(128) uint8_t e8p_banked[];  // FMT 6: kE8pBankedBytes (above)
   __shared__ uint32_t e8pW[FMT == 5 ? 256 : 1];  // FMT 5: e8p_alu::table_word of each entry
   __shared__ float m_w[4 * R8], l_w[4 * R8], mfin_s[R8], lfin_s[R8];
+  __shared__ int grow_s[R8];  // the output row of each tile row (several splits)
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gq = lane / 4, cq = lane % 4;
@@ -224,95 +335,6 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   const int row_end = t.row_end, n_keys = t.n_keys, p_begin = t.p_begin, n_iter = t.n_iter;
   const int32_t* table = t.table;
 
-  if constexpr (e8p_tables_fmt(FMT)) {
-    for (int i = tid; i < 256; i += kThreads) {
-      uint32_t x, y;
-      e8p_tables::magnitudes(__ldg(p.e8p_abs + i), x, y);
-      e8pT[i] = make_uint2(x, y);
-      if (i < 128) {
-        uint32_t m[4];
-        e8p_tables::sign_masks(uint32_t(i), m);
-        e8pS[i] = make_uint4(m[0], m[1], m[2], m[3]);
-      }
-    }
-  }
-  if constexpr (FMT == 5) {
-    for (int i = tid; i < 256; i += kThreads) e8pW[i] = e8p_alu::table_word(__ldg(p.e8p_abs + i));
-  }
-  if constexpr (FMT == 6) {  // the copies, 16 bytes per store (two magnitude copies at once)
-    __syncthreads();
-    uint4* rt = reinterpret_cast<uint4*>(e8p_banked);
-    uint4* rs = reinterpret_cast<uint4*>(e8p_banked + kE8pBankedT);
-    for (int i = tid; i < 256 * 8; i += kThreads) {
-      const uint2 t = e8pT[i >> 3];
-      rt[i] = make_uint4(t.x, t.y, t.x, t.y);
-    }
-    for (int i = tid; i < 128 * 8; i += kThreads) rs[i] = e8pS[i >> 3];
-  }  // visible to the loop after the Q prologue's barrier
-  // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group) ----
-  load_q_rotated<D>(p, big, R8, row0, R, tok0, kvh);
-  for (int u = tid; u < R8 * NG * 4; u += kThreads) {  // 32 NG threads: whole warps
-    const int r = u / (NG * 4), grp = (u / 4) % NG, q = u % 4;
-    const float* x = big + r * D + grp * 64 + q * 16;
-    float amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(x[i]));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    const float sc = amax > 0.0f ? amax / 127.0f : 1.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    if (q == 0) Qsc[r * NG + grp] = sc;
-    int bs0 = 0, bs1 = 0;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int v = int(fminf(fmaxf(rintf(x[i] * inv), -127.0f), 127.0f));
-      Q8[r * D + grp * 64 + q * 16 + i] = int8_t(v);
-      if (i < 8) bs0 += v;
-      else bs1 += v;
-    }
-    Qbs[r * (D / 8) + grp * 8 + 2 * q] = bs0;
-    Qbs[r * (D / 8) + grp * 8 + 2 * q + 1] = bs1;
-    int gs = bs0 + bs1;
-    gs += __shfl_xor_sync(0xffffffffu, gs, 1);
-    gs += __shfl_xor_sync(0xffffffffu, gs, 2);
-    if (q == 0) Qgs[r * NG + grp] = gs;
-  }
-  __syncthreads();
-  // Q's B fragments: row g, block 8 grp + 2c + kk (8 bytes: b0 = values 0..3, b1 = 4..7).
-  uint32_t qf[2 * NG][2];
-#pragma unroll
-  for (int grp = 0; grp < NG; ++grp)
-#pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      const uint2 t = *reinterpret_cast<const uint2*>(Q8 + gq * D + 8 * (8 * grp + 2 * cq + kk));
-      // int4, E8: even / odd values of the block (the nibble masks' order)
-      qf[2 * grp + kk][0] = FMT == 2 || FMT == 3 ? __byte_perm(t.x, t.y, 0x6420) : t.x;
-      qf[2 * grp + kk][1] = FMT == 2 || FMT == 3 ? __byte_perm(t.x, t.y, 0x7531) : t.y;
-    }
-  // Grid steps of the int8 K values (int4: 16 v; E8: 2 y; E8P: 4 y; int8: the codes themselves)
-  // and of the V values (int4: v; E8: 2 y), times the fp16 scale. k_mul and the softmax's
-  // log2 scale are folded into the rows' Q scales qs0, qs1 (rows 2c, 2c + 1), v_mul into the
-  // output at the end (P' below is P v_scale; a power of two: the same bf16 roundings).
-  constexpr float k_mul = FMT == 2 ? 1.0f / 16 : (FMT == 3 || FMT == 1 ? 1.0f : 0.25f);  // E8: (2y / 2) via ia + cor / 2; E8P: 4y
-  constexpr float v_mul = FMT == 2 ? 1.0f : 0.5f;
-  const float q_mul = k_mul * p.scale_log2;
-  float qs0[NG], qs1[NG];
-  // rk4v4-e8 K: the int8 product runs on the unsigned nibbles n (2y = 2n + c - 16, c the coset
-  // bit of the block): sum q 2y = 2 (sum q n - 8 sum_group q) + sum_blocks c Qbs. The first
-  // term's offset starts the int32 accumulators (ia0: rows 2c, 2c + 1); the c term is an fp16
-  // MMA (m16n8k8: keys x the group's 8 blocks x rows) with B = the rows' block sums (|.| <= 1016:
-  // exact in fp16), qb[grp] = blocks 8 grp + 2c, + 1 of row g.
-  int ia0[NG][2];
-  uint32_t qb[NG];
-#pragma unroll
-  for (int grp = 0; grp < NG; ++grp) {
-    qs0[grp] = Qsc[(2 * cq) * NG + grp] * q_mul;
-    qs1[grp] = Qsc[(2 * cq + 1) * NG + grp] * q_mul;
-    ia0[grp][0] = -8 * Qgs[(2 * cq) * NG + grp];
-    ia0[grp][1] = -8 * Qgs[(2 * cq + 1) * NG + grp];
-    const __half2 h = __floats2half2_rn(float(Qbs[gq * (D / 8) + 8 * grp + 2 * cq]),
-                                        float(Qbs[gq * (D / 8) + 8 * grp + 2 * cq + 1]));
-    qb[grp] = *reinterpret_cast<const uint32_t*>(&h);
-  }
   // The keys (slots of the warp's 16) of this lane's m-rows g and g + 8. int8: m-row 2a + e
   // holds key 4a + e and m-row 8 + 2a + e key 4a + 2 + e, so that the k-rows 2c, 2c + 1, 2c + 8,
   // 2c + 9 of P V are the four consecutive keys 4c..4c + 3: one 4-byte load per head dim of
@@ -380,6 +402,83 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     }
   };
 
+  // PIPE 1, 2: the first two slices' loads are issued here, before the tables and the Q
+  // prologue, so that their DRAM latency overlaps that work (a batch-1 split is a few slices
+  // per warp: the prologue was most of it).
+  Slice KA, KB, VA, VB;
+  auto pid = [&](int i) { return table[p_begin + min(i, n_iter - 1)]; };
+  if ((PIPE == 1 || PIPE == 2) && n_iter > 0) {
+    const int pg0 = pid(0), pg1 = pid(1);
+    loadK(KA, pg0);
+    loadV(VA, pg0);
+    loadK(KB, pg1);
+    loadV(VB, pg1);
+  }
+
+  if constexpr (e8p_tables_fmt(FMT)) {
+    for (int i = tid; i < 256; i += kThreads) {
+      uint32_t x, y;
+      e8p_tables::magnitudes(__ldg(p.e8p_abs + i), x, y);
+      e8pT[i] = make_uint2(x, y);
+      if (i < 128) {
+        uint32_t m[4];
+        e8p_tables::sign_masks(uint32_t(i), m);
+        e8pS[i] = make_uint4(m[0], m[1], m[2], m[3]);
+      }
+    }
+  }
+  if constexpr (FMT == 5) {
+    for (int i = tid; i < 256; i += kThreads) e8pW[i] = e8p_alu::table_word(__ldg(p.e8p_abs + i));
+  }
+  if constexpr (FMT == 6) {  // the copies, 16 bytes per store (two magnitude copies at once)
+    __syncthreads();
+    uint4* rt = reinterpret_cast<uint4*>(e8p_banked);
+    uint4* rs = reinterpret_cast<uint4*>(e8p_banked + kE8pBankedT);
+    for (int i = tid; i < 256 * 8; i += kThreads) {
+      const uint2 t = e8pT[i >> 3];
+      rt[i] = make_uint4(t.x, t.y, t.x, t.y);
+    }
+    for (int i = tid; i < 128 * 8; i += kThreads) rs[i] = e8pS[i >> 3];
+  }  // visible to the loop after the Q prologue's barrier
+  // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group) ----
+  comp_q_prologue<D>(p, row0, R, tok0, kvh, Q8, Qsc, Qbs, Qgs);
+  __syncthreads();
+  // Q's B fragments: row g, block 8 grp + 2c + kk (8 bytes: b0 = values 0..3, b1 = 4..7).
+  uint32_t qf[2 * NG][2];
+#pragma unroll
+  for (int grp = 0; grp < NG; ++grp)
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      const uint2 t = *reinterpret_cast<const uint2*>(Q8 + gq * D + 8 * (8 * grp + 2 * cq + kk));
+      // int4, E8: even / odd values of the block (the nibble masks' order)
+      qf[2 * grp + kk][0] = FMT == 2 || FMT == 3 ? __byte_perm(t.x, t.y, 0x6420) : t.x;
+      qf[2 * grp + kk][1] = FMT == 2 || FMT == 3 ? __byte_perm(t.x, t.y, 0x7531) : t.y;
+    }
+  // Grid steps of the int8 K values (int4: 16 v; E8: 2 y; E8P: 4 y; int8: the codes themselves)
+  // and of the V values (int4: v; E8: 2 y), times the fp16 scale. k_mul and the softmax's
+  // log2 scale are folded into the rows' Q scales qs0, qs1 (rows 2c, 2c + 1), v_mul into the
+  // output at the end (P' below is P v_scale; a power of two: the same bf16 roundings).
+  constexpr float k_mul = FMT == 2 ? 1.0f / 16 : (FMT == 3 || FMT == 1 ? 1.0f : 0.25f);  // E8: (2y / 2) via ia + cor / 2; E8P: 4y
+  constexpr float v_mul = FMT == 2 ? 1.0f : 0.5f;
+  const float q_mul = k_mul * p.scale_log2;
+  float qs0[NG], qs1[NG];
+  // rk4v4-e8 K: the int8 product runs on the unsigned nibbles n (2y = 2n + c - 16, c the coset
+  // bit of the block): sum q 2y = 2 (sum q n - 8 sum_group q) + sum_blocks c Qbs. The first
+  // term's offset starts the int32 accumulators (ia0: rows 2c, 2c + 1); the c term is an fp16
+  // MMA (m16n8k8: keys x the group's 8 blocks x rows) with B = the rows' block sums (|.| <= 1016:
+  // exact in fp16), qb[grp] = blocks 8 grp + 2c, + 1 of row g.
+  int ia0[NG][2];
+  uint32_t qb[NG];
+#pragma unroll
+  for (int grp = 0; grp < NG; ++grp) {
+    qs0[grp] = Qsc[(2 * cq) * NG + grp] * q_mul;
+    qs1[grp] = Qsc[(2 * cq + 1) * NG + grp] * q_mul;
+    ia0[grp][0] = -8 * Qgs[(2 * cq) * NG + grp];
+    ia0[grp][1] = -8 * Qgs[(2 * cq + 1) * NG + grp];
+    const __half2 h = __floats2half2_rn(float(Qbs[gq * (D / 8) + 8 * grp + 2 * cq]),
+                                        float(Qbs[gq * (D / 8) + 8 * grp + 2 * cq + 1]));
+    qb[grp] = *reinterpret_cast<const uint32_t*>(&h);
+  }
   float o[D / 16][4];
 #pragma unroll
   for (int t = 0; t < D / 16; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
@@ -597,8 +696,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
         const uint32_t b0 = movmatrix_trans(cvt_bf16x2(sp(p0, v0), sp(p1, v0)));
         const uint32_t b1 = movmatrix_trans(cvt_bf16x2(sp(p2, v1), sp(p3, v1)));
         // V^T: the raw nibbles n as bf16 128 + n; value = n + c / 2 - 8 (E8, in units of 2 y / 2)
-        // or n - 8 (int4), so O / v_mul = VA * sum(P' (128 + n)) + sum(P' c) + VB * sum(P'),
-        // with P' = P v_scale and VA, VB below; the last two sums come from one more MMA whose
+        // or n - 8 (int4), so O / v_mul = OA * sum(P' (128 + n)) + sum(P' c) + OB * sum(P'),
+        // with P' = P v_scale and OA, OB (the epilogue); the last two sums come from one more MMA whose
         // A rows are c (pairs of keys) and 1.
         uint32_t x[4], y[4];  // y: x >> 4, the high nibbles
 #pragma unroll
@@ -680,19 +779,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       next_id = it + 2 < n_iter ? table[p_begin + it + 2] : 0;
     }
   } else if (n_iter > 0) {
-    auto pid = [&](int i) { return table[p_begin + min(i, n_iter - 1)]; };
     auto key0_of = [&](int i) {
       const int k = (p_begin + i) * kPage + warp * 16;
       return i < n_iter && k < n_keys ? k : (1 << 29);
     };
-    Slice KA, KB, VA, VB;
-    {
-      const int pg0 = pid(0), pg1 = pid(1);
-      loadK(KA, pg0);
-      loadV(VA, pg0);
-      loadK(KB, pg1);
-      loadV(VB, pg1);
-    }
+    // K(0), K(1), V(0), V(1): loaded before the prologue (above)
     float sc[4], sn[4];
     scores(KA, sc);
     int pgv = pid(2);
@@ -723,12 +814,16 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     l0 += __shfl_xor_sync(0xffffffffu, l0, off);
     l1 += __shfl_xor_sync(0xffffffffu, l1, off);
   }
-  float* Ow = big;  // [4][8][D]; Q's fp32 copy is dead since the barrier after quantisation
-  // O / v_mul = VA * (the MMA sums) + sum(P' c) + VB * sum(P'): E8 2 (128 + n) + c - 272 = 2 y
+  // Each warp's O rows go to shared memory ([4][8][OP]; OP = D + 2: the lanes' 8-byte stores
+  // meet at most two to a bank), are weighted by exp2(m_w - M) and summed over the warps in
+  // warp order, then written as the split's partial rows (or, with one split, normalised and
+  // rotated back by write_tile).
+  float* Ow = big;
+  // O / v_mul = OA * (the MMA sums) + sum(P' c) + OB * sum(P'): E8 2 (128 + n) + c - 272 = 2 y
   // (2 y / 2 is the value in units of v_mul); int4 (128 + (n ^ 8)) - 136 = v. The MMA sums are exact
   // sums of bf16 products in fp32; the cancellation costs at most ~2^-24 * 272 / 16 relative
   // to the output's scale, far below the 2^-9 of P's rounding.
-  constexpr float VA = FMT == 2 ? 1.0f : 2.0f, VB = FMT == 2 ? -136.0f : -272.0f;
+  constexpr float OA = FMT == 2 ? 1.0f : 2.0f, OB = FMT == 2 ? -136.0f : -272.0f;
 #pragma unroll
   for (int grp = 0; grp < NG; ++grp)
 #pragma unroll
@@ -736,12 +831,12 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       const int d = 64 * grp + 8 * gq + 2 * u;  // m-row g: value 2u of the block; g + 8: 2u + 1
       const float* c = o[4 * grp + u];
       const float* k = cor[grp];
-      const float va = FMT == 1 ? sref[grp] : VA;  // int8: cor stays 0
+      const float va = FMT == 1 ? sref[grp] : OA;  // int8: cor stays 0
       constexpr float om = FMT == 1 ? 1.0f : v_mul;  // int8 V has its own scaling (sref)
-      Ow[(warp * R8 + 2 * cq) * D + d] = om * (va * c[0] + k[0] + VB * k[2]);
-      Ow[(warp * R8 + 2 * cq + 1) * D + d] = om * (va * c[1] + k[1] + VB * k[3]);
-      Ow[(warp * R8 + 2 * cq) * D + d + 1] = om * (va * c[2] + k[0] + VB * k[2]);
-      Ow[(warp * R8 + 2 * cq + 1) * D + d + 1] = om * (va * c[3] + k[1] + VB * k[3]);
+      *reinterpret_cast<float2*>(Ow + (warp * R8 + 2 * cq) * OP + d) =
+          make_float2(om * (va * c[0] + k[0] + OB * k[2]), om * (va * c[2] + k[0] + OB * k[2]));
+      *reinterpret_cast<float2*>(Ow + (warp * R8 + 2 * cq + 1) * OP + d) =
+          make_float2(om * (va * c[1] + k[1] + OB * k[3]), om * (va * c[3] + k[1] + OB * k[3]));
     }
   if (gq == 0) {
     m_w[warp * R8 + 2 * cq] = m0;
@@ -750,6 +845,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     l_w[warp * R8 + 2 * cq + 1] = l1;
   }
   __syncthreads();
+  const int rows = row_end - row0;
   if (tid < R8) {
     float M = -INFINITY;
     for (int w = 0; w < 4; ++w) M = fmaxf(M, m_w[w * R8 + tid]);
@@ -762,15 +858,42 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     }
     mfin_s[tid] = M;
     lfin_s[tid] = Lsum;
+    if (p.n_splits > 1 && tid < rows) {  // the split's (m, l) of this row
+      const int gr = row0 + tid;
+      const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
+      grow_s[tid] = int(grow);
+      p.part_ml[(size_t(split) * p.n_rows_total + grow) * 2] = M;
+      p.part_ml[(size_t(split) * p.n_rows_total + grow) * 2 + 1] = Lsum;
+    }
   }
   __syncthreads();
-  for (int idx = tid; idx < R8 * D; idx += kThreads) {
-    const int r = idx / D;
-    float v = 0.0f;
+  if (p.n_splits > 1) {
+    for (int idx = tid; idx < rows * (D / 2); idx += kThreads) {
+      const int r = idx / (D / 2), d = 2 * (idx % (D / 2));
+      float2 v = make_float2(0.0f, 0.0f);
 #pragma unroll
-    for (int w = 0; w < 4; ++w) v += m_w[w * R8 + r] * Ow[w * R8 * D + idx];
-    Ow[idx] = v;
+      for (int w = 0; w < 4; ++w) {
+        const float f = m_w[w * R8 + r];
+        const float2 x = *reinterpret_cast<const float2*>(Ow + (w * R8 + r) * OP + d);
+        v.x += f * x.x;
+        v.y += f * x.y;
+      }
+      *reinterpret_cast<float2*>(p.part_o + (size_t(split) * p.n_rows_total + grow_s[r]) * D + d) = v;
+    }
+    return;
+  }
+  for (int idx = tid; idx < R8 * (D / 2); idx += kThreads) {
+    const int r = idx / (D / 2), d = 2 * (idx % (D / 2));
+    float2 v = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const float f = m_w[w * R8 + r];
+      const float2 x = *reinterpret_cast<const float2*>(Ow + (w * R8 + r) * OP + d);
+      v.x += f * x.x;
+      v.y += f * x.y;
+    }
+    *reinterpret_cast<float2*>(Ow + r * OP + d) = v;
   }
   __syncthreads();
-  write_tile<D>(p, Ow, D, mfin_s, lfin_s, row_end - row0, row0, tok0, kvh, split);
+  write_tile<D>(p, Ow, OP, mfin_s, lfin_s, rows, row0, tok0, kvh, split);
 }
