@@ -836,14 +836,18 @@ int comp_call(CacheKind kind, dim3 grid, const KernelParams& kp, cudaStream_t s)
 }
 
 // Log-sum-exp merge of the splits: one CTA per (output row, CW-column chunk), grid (n_work,
-// n_kv_heads, M * D / CW); CTAs whose row is past the tile's end exit. The splits' (m, l) are
-// read once into shared memory; then the threads split both the chunk's CW / 4 float4 columns
-// and the splits (coalesced reads, several loads in flight per thread) and sum their partial
-// rows in shared memory. CW = 64 needs an output rotation of none or H_64 per group (the
-// compressed formats' V rotation); H_D over the whole row needs CW = D.
+// n_kv_heads, M * D / CW); CTAs whose row is past the tile's end exit. The threads split both
+// the chunk's CW / 4 float4 columns and the splits; each thread's partial rows are requested
+// first (all of them at once when they fit in registers: they do not wait for the weights),
+// while warp 0 reads the splits' (m, l) and sets the weights in shared memory; then each thread
+// sums its splits in order and the split groups are summed in shared memory. CW = 64 needs an
+// output rotation of none or H_64 per group (the compressed formats' V rotation), done by warp 0
+// with register and shuffle butterflies (the additions of smem_rotate, in its order); H_D over
+// the whole row needs CW = D.
 template <int D, int CW>
 __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
-  constexpr int NCH = D / CW;
+  constexpr int NCH = D / CW, C4 = CW / 4, SG = kThreads / C4, NS = (kMaxSplits + SG - 1) / SG;
+  constexpr bool kHoist = NS <= 16;  // the partials in registers (16 float4) before the weights
   __shared__ float w_s[kMaxSplits];
   __shared__ float4 red[kThreads];
   __shared__ float row[CW];
@@ -856,6 +860,18 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
   const int g = p.group;
   if (gr >= n_tok * g) return;
   const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
+  // Thread (split group sg, float4 column c): splits sg, sg + SG, ...
+  const int c = threadIdx.x % C4, sg = threadIdx.x / C4;
+  const size_t stride = size_t(p.n_rows_total) * (D / 4);
+  const float4* src = reinterpret_cast<const float4*>(p.part_o) + grow * (D / 4) + col0 / 4 + c;
+  float4 v[kHoist ? NS : 1];
+  if constexpr (kHoist) {
+#pragma unroll
+    for (int i = 0; i < NS; ++i) {
+      const int s = sg + i * SG;
+      v[i] = s < p.n_splits ? src[size_t(s) * stride] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  }
   if (threadIdx.x < 32) {
     float mx = -INFINITY;
     for (int s = threadIdx.x; s < p.n_splits; s += 32)
@@ -872,23 +888,84 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
     if (threadIdx.x == 0) inv_den = 1.0f / den;
   }
   __syncthreads();
-  // Thread (split group sg, float4 column c): splits sg, sg + SG, ...
-  constexpr int C4 = CW / 4, SG = kThreads / C4;
-  const int c = threadIdx.x % C4, sg = threadIdx.x / C4;
-  const size_t stride = size_t(p.n_rows_total) * (D / 4);
-  const float4* src = reinterpret_cast<const float4*>(p.part_o) + grow * (D / 4) + col0 / 4 + c;
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if constexpr (kHoist) {
+#pragma unroll
+    for (int i = 0; i < NS; ++i) {
+      const int s = sg + i * SG;
+      if (s < p.n_splits) {
+        const float w = w_s[s];
+        acc.x += w * v[i].x;
+        acc.y += w * v[i].y;
+        acc.z += w * v[i].z;
+        acc.w += w * v[i].w;
+      }
+    }
+  } else {
 #pragma unroll 4
-  for (int s = sg; s < p.n_splits; s += SG) {
-    const float w = w_s[s];
-    const float4 v = src[size_t(s) * stride];
-    acc.x += w * v.x;
-    acc.y += w * v.y;
-    acc.z += w * v.z;
-    acc.w += w * v.w;
+    for (int s = sg; s < p.n_splits; s += SG) {
+      const float w = w_s[s];
+      const float4 x = src[size_t(s) * stride];
+      acc.x += w * x.x;
+      acc.y += w * x.y;
+      acc.z += w * x.z;
+      acc.w += w * x.w;
+    }
   }
   red[sg * C4 + c] = acc;
   __syncthreads();
+  const bool rot64 = CW == D ? p.o_rot != 0 : p.o_rot == 2;  // CW = 64: H_64 (rot 2; rot 1 when D = 64)
+  if (CW == 64) {
+    if (threadIdx.x >= 32) return;
+    // warp 0, lanes 0..15: values 4 lane .. 4 lane + 3 of the chunk (lanes 16..31 only shuffle)
+    const int l = threadIdx.x % C4;
+    float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (threadIdx.x < C4) {
+      float4 t = red[l];
+      for (int k = 1; k < SG; ++k) {
+        const float4 u = red[k * C4 + l];
+        t.x += u.x;
+        t.y += u.y;
+        t.z += u.z;
+        t.w += u.w;
+      }
+      x[0] = t.x * inv_den;
+      x[1] = t.y * inv_den;
+      x[2] = t.z * inv_den;
+      x[3] = t.w * inv_den;
+    }
+    if (rot64) {
+#pragma unroll
+      for (int h = 1; h < 64; h <<= 1) {
+        if (h < 4) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if (e & h) continue;
+            const float a = x[e], b = x[e + h];
+            x[e] = a + b;
+            x[e + h] = a - b;
+          }
+        } else {
+          const int m = h / 4;
+          const bool hi = threadIdx.x & m;
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float y = __shfl_xor_sync(0xffffffffu, x[e], m);
+            x[e] = hi ? y - x[e] : x[e] + y;
+          }
+        }
+      }
+      const float sc = 1.0f / sqrtf(64.0f);  // smem_rotate's constant
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[e] *= sc;
+    }
+    if (threadIdx.x < C4) {
+      uint16_t* dst = p.out + size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + col0 + 4 * l;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dst[e] = f32_to_bf16_bits(x[e]);
+    }
+    return;
+  }
   if (sg == 0) {
     float4 t = red[c];
     for (int k = 1; k < SG; ++k) {
@@ -904,11 +981,7 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
     row[4 * c + 3] = t.w * inv_den;
   }
   __syncthreads();
-  if (CW == D) {
-    smem_rotate<CW>(row, 1, CW, p.o_rot);
-  } else {
-    smem_rotate<CW>(row, 1, CW, p.o_rot == 2 ? 1 : 0);  // H_64 of this group
-  }
+  smem_rotate<CW>(row, 1, CW, p.o_rot);
   for (int d = threadIdx.x; d < CW; d += kThreads)
     p.out[size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + col0 + d] = f32_to_bf16_bits(row[d]);
 }
