@@ -859,6 +859,9 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
   const int tok0 = ci[0], n_tok = ci[1];
   const int g = p.group;
   if (gr >= n_tok * g) return;
+  // Launched as a programmatic dependent of the decode kernel (launch_merge): everything above
+  // may run while that kernel's last CTAs finish; its partials are read only after this wait.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
   const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
   // Thread (split group sg, float4 column c): splits sg, sg + SG, ...
   const int c = threadIdx.x % C4, sg = threadIdx.x / C4;
@@ -988,15 +991,36 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
 
 // Launches merge_kernel for tiles of `rows` rows: 64-column chunks unless the output rotation
 // spans the whole row.
+// It is a programmatic dependent launch (Hopper PDL): its CTAs may start, read their work item
+// and wait (griddepcontrol.wait) while the decode kernel's last CTAs finish, instead of
+// starting after it has drained. NINFER_CUDA_PDL=0 launches it plainly (A/B).
+bool merge_pdl() {
+  static const bool v = [] {
+    const char* e = std::getenv("NINFER_CUDA_PDL");
+    if (!e || !*e || std::strcmp(e, "1") == 0) return true;
+    if (std::strcmp(e, "0") == 0) return false;
+    throw std::runtime_error(std::string("NINFER_CUDA_PDL must be 0 or 1, got '") + e + "'");
+  }();
+  return v;
+}
+
 template <int D>
 void launch_merge(const KernelParams& kp, int n_work, int rows, cudaStream_t s) {
-  if (kp.o_rot == 1 || D == 64) {
-    merge_kernel<D, D><<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(rows)), kThreads, 0, s>>>(kp);
+  const bool full = kp.o_rot == 1 || D == 64;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(full ? rows : rows * (D / 64)));
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = merge_pdl() ? 1 : 0;
+  if (full) {
+    NINFER_CUDA_CHECK(cudaLaunchKernelEx(&cfg, merge_kernel<D, D>, kp));
   } else {
-    merge_kernel<D, 64>
-        <<<dim3(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(rows * (D / 64))), kThreads, 0, s>>>(kp);
+    NINFER_CUDA_CHECK(cudaLaunchKernelEx(&cfg, merge_kernel<D, 64>, kp));
   }
-  NINFER_CUDA_LAUNCH_CHECK();
 }
 
 template <int D, int KIND, int MT>
@@ -1188,6 +1212,13 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     }
     const int ctas = k.n_work * shape_.n_kv_heads;
     int splits = std::max(1, k.slots / ctas);
+    // rk2v4-e8's register kernel runs 3 CTAs per SM at head_dim <= 128 (PIPE 1). Its CTAs each
+    // fill 48 KiB of table copies (FMT 6) besides the Q prologue and the merge rows; below 16
+    // pages per split that costs more than the third CTA gains: plan one wave of 2 per SM then
+    // (H200, 32/8/128, batch 1, 32K: 32 splits 0.0214 ms against the 49 of 3 per SM 0.0238;
+    // at 128K, 42 pages per split, 49 stay the faster).
+    if (c == 0 && shape_.kind == CacheKind::Rk2 && k.slots > 2 * num_sms_ && max_pages[c] < 16 * splits)
+      splits = std::max(1, 2 * num_sms_ / ctas);
     splits = std::min(splits, std::max(1, max_pages[c] / 4));
     splits = std::min(splits, c == 0 && shape_.kind != CacheKind::Bf16 ? kMaxSplits : 64);
     const size_t row_bytes = size_t(n_rows_total_) * (size_t(shape_.head_dim) + 2) * 4;
