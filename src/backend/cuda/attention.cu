@@ -154,6 +154,40 @@ __device__ void smem_rotate(float* x, int rows, int pitch, int rot) {
   }
 }
 
+// smem_rotate's butterflies (stages h = 1, 2, 4, ... < n <= NMAX) on R rows held in registers
+// by a whole warp, E values a lane per row (value index lane * E + e): stages h < E in
+// registers, h >= E across lanes by shuffles (partner lane ^ h / E). Each value is the a + b or
+// a - b of the same operands as there, stage by stage, so the results are bit-identical; the
+// 1 / sqrt(n) scale is the caller's.
+template <int R, int E, int NMAX>
+__device__ __forceinline__ void warp_butterflies(float (&x)[R][E], int n) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int h = 1; h < NMAX; h <<= 1) {
+    if (h >= n) break;
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (h < E) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          if (e & h) continue;
+          const float a = x[i][e], b = x[i][e + h];
+          x[i][e] = a + b;
+          x[i][e + h] = a - b;
+        }
+      } else {
+        const int m = h / E;
+        const bool hi = lane & m;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          const float y = __shfl_xor_sync(0xffffffffu, x[i][e], m);
+          x[i][e] = hi ? y - x[i][e] : x[i][e] + y;
+        }
+      }
+    }
+  }
+}
+
 // Output of one tile: Os [rows][OP] fp32 unnormalised O, mfin/lfin per row. One split:
 // normalise, rotate back, write bf16; several: write the partials for the merge kernel.
 template <int D>
@@ -917,67 +951,45 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
   }
   red[sg * C4 + c] = acc;
   __syncthreads();
-  const bool rot64 = CW == D ? p.o_rot != 0 : p.o_rot == 2;  // CW = 64: H_64 (rot 2; rot 1 when D = 64)
-  if (CW == 64) {
-    if (threadIdx.x >= 32) return;
-    // warp 0, lanes 0..15: values 4 lane .. 4 lane + 3 of the chunk (lanes 16..31 only shuffle)
-    const int l = threadIdx.x % C4;
-    float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (threadIdx.x < C4) {
-      float4 t = red[l];
-      for (int k = 1; k < SG; ++k) {
-        const float4 u = red[k * C4 + l];
-        t.x += u.x;
-        t.y += u.y;
-        t.z += u.z;
-        t.w += u.w;
-      }
-      x[0] = t.x * inv_den;
-      x[1] = t.y * inv_den;
-      x[2] = t.z * inv_den;
-      x[3] = t.w * inv_den;
-    }
-    if (rot64) {
-#pragma unroll
-      for (int h = 1; h < 64; h <<= 1) {
-        if (h < 4) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            if (e & h) continue;
-            const float a = x[e], b = x[e + h];
-            x[e] = a + b;
-            x[e + h] = a - b;
-          }
-        } else {
-          const int m = h / 4;
-          const bool hi = threadIdx.x & m;
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float y = __shfl_xor_sync(0xffffffffu, x[e], m);
-            x[e] = hi ? y - x[e] : x[e] + y;
-          }
-        }
-      }
-      const float sc = 1.0f / sqrtf(64.0f);  // smem_rotate's constant
-#pragma unroll
-      for (int e = 0; e < 4; ++e) x[e] *= sc;
-    }
-    if (threadIdx.x < C4) {
-      uint16_t* dst = p.out + size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + col0 + 4 * l;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dst[e] = f32_to_bf16_bits(x[e]);
-    }
-    return;
-  }
-  if (sg == 0) {
-    float4 t = red[c];
+  auto group_sum = [&](int col) {  // the split groups' sums of float4 column col, in group order
+    float4 t = red[col];
     for (int k = 1; k < SG; ++k) {
-      const float4 u = red[k * C4 + c];
+      const float4 u = red[k * C4 + col];
       t.x += u.x;
       t.y += u.y;
       t.z += u.z;
       t.w += u.w;
     }
+    return t;
+  };
+  const bool rot64 = CW == D ? p.o_rot != 0 : p.o_rot == 2;  // CW = 64: H_64 (rot 2; rot 1 when D = 64)
+  if (CW == 64) {
+    if (threadIdx.x >= 32) return;
+    // warp 0, lanes 0..15: values 4 lane .. 4 lane + 3 of the chunk (lanes 16..31 only shuffle)
+    const int l = threadIdx.x % C4;
+    float x[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
+    if (threadIdx.x < C4) {
+      const float4 t = group_sum(l);
+      x[0][0] = t.x * inv_den;
+      x[0][1] = t.y * inv_den;
+      x[0][2] = t.z * inv_den;
+      x[0][3] = t.w * inv_den;
+    }
+    if (rot64) {
+      warp_butterflies<1, 4, 64>(x, 64);
+      const float sc = 1.0f / sqrtf(64.0f);  // smem_rotate's constant
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[0][e] *= sc;
+    }
+    if (threadIdx.x < C4) {
+      uint16_t* dst = p.out + size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + col0 + 4 * l;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dst[e] = f32_to_bf16_bits(x[0][e]);
+    }
+    return;
+  }
+  if (sg == 0) {
+    const float4 t = group_sum(c);
     row[4 * c] = t.x * inv_den;
     row[4 * c + 1] = t.y * inv_den;
     row[4 * c + 2] = t.z * inv_den;

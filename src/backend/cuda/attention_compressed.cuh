@@ -203,31 +203,7 @@ __device__ __forceinline__ void comp_q_prologue(const KernelParams& p, int row0,
     }
   }
   if (p.q_rot != 0) {
-    const int n = p.q_rot == 1 ? D : 64;
-#pragma unroll
-    for (int h = 1; h < D; h <<= 1) {
-      if (h >= n) break;
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        if (h < E) {
-#pragma unroll
-          for (int e = 0; e < E; ++e) {
-            if (e & h) continue;
-            const float a = x[i][e], b = x[i][e + h];
-            x[i][e] = a + b;
-            x[i][e + h] = a - b;
-          }
-        } else {
-          const int m = h / E;
-          const bool hi = lane & m;
-#pragma unroll
-          for (int e = 0; e < E; ++e) {
-            const float y = __shfl_xor_sync(0xffffffffu, x[i][e], m);
-            x[i][e] = hi ? y - x[i][e] : x[i][e] + y;
-          }
-        }
-      }
-    }
+    warp_butterflies<2, E, D>(x, p.q_rot == 1 ? D : 64);
     const float sc = p.q_rot == 1 ? 1.0f / sqrtf(float(D)) : 1.0f / sqrtf(64.0f);  // smem_rotate's constants
 #pragma unroll
     for (int i = 0; i < 2; ++i)
@@ -870,23 +846,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     }
   }
   __syncthreads();
-  if (p.n_splits > 1) {
-    for (int idx = tid; idx < rows * (D / 2); idx += kThreads) {
-      const int r = idx / (D / 2), d = 2 * (idx % (D / 2));
-      float2 v = make_float2(0.0f, 0.0f);
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const float f = m_w[w * R8 + r];
-        const float2 x = *reinterpret_cast<const float2*>(Ow + (w * R8 + r) * OP + d);
-        v.x += f * x.x;
-        v.y += f * x.y;
-      }
-      *reinterpret_cast<float2*>(p.part_o + (size_t(split) * p.n_rows_total + grow_s[r]) * D + d) = v;
-    }
-    return;
-  }
-  for (int idx = tid; idx < R8 * (D / 2); idx += kThreads) {
-    const int r = idx / (D / 2), d = 2 * (idx % (D / 2));
+  auto combined = [&](int r, int d) {  // the warps' weighted O of row r, dims d, d + 1, in warp order
     float2 v = make_float2(0.0f, 0.0f);
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
@@ -895,7 +855,18 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       v.x += f * x.x;
       v.y += f * x.y;
     }
-    *reinterpret_cast<float2*>(Ow + r * OP + d) = v;
+    return v;
+  };
+  if (p.n_splits > 1) {
+    for (int idx = tid; idx < rows * (D / 2); idx += kThreads) {
+      const int r = idx / (D / 2), d = 2 * (idx % (D / 2));
+      *reinterpret_cast<float2*>(p.part_o + (size_t(split) * p.n_rows_total + grow_s[r]) * D + d) = combined(r, d);
+    }
+    return;
+  }
+  for (int idx = tid; idx < R8 * (D / 2); idx += kThreads) {
+    const int r = idx / (D / 2), d = 2 * (idx % (D / 2));
+    *reinterpret_cast<float2*>(Ow + r * OP + d) = combined(r, d);
   }
   __syncthreads();
   write_tile<D>(p, Ow, OP, mfin_s, lfin_s, rows, row0, tok0, kvh, split);
