@@ -895,7 +895,7 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
   if (gr >= n_tok * g) return;
   // Launched as a programmatic dependent of the decode kernel (launch_merge): everything above
   // may run while that kernel's last CTAs finish; its partials are read only after this wait.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  pdl_wait();
   const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
   // Thread (split group sg, float4 column c): splits sg, sg + SG, ...
   const int c = threadIdx.x % C4, sg = threadIdx.x / C4;
@@ -1009,9 +1009,16 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
 bool merge_pdl() {
   static const bool v = [] {
     const char* e = std::getenv("NINFER_CUDA_PDL");
-    if (!e || !*e || std::strcmp(e, "1") == 0) return true;
-    if (std::strcmp(e, "0") == 0) return false;
-    throw std::runtime_error(std::string("NINFER_CUDA_PDL must be 0 or 1, got '") + e + "'");
+    bool on = true;
+    if (e && *e && std::strcmp(e, "1") != 0) {
+      if (std::strcmp(e, "0") != 0)
+        throw std::runtime_error(std::string("NINFER_CUDA_PDL must be 0 or 1, got '") + e + "'");
+      on = false;
+    }
+    int dev = 0, major = 0;
+    NINFER_CUDA_CHECK(cudaGetDevice(&dev));
+    NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    return on && major >= 9;  // PDL is Hopper's (sm_90); the kernels' waits are no-ops before it
   }();
   return v;
 }

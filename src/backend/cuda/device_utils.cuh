@@ -40,6 +40,21 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Programmatic dependent launch (Hopper, sm_90): a kernel launched with the
+// ProgrammaticStreamSerialization attribute waits here for its predecessor's completion and
+// memory; the predecessor may let it be scheduled early. Both are no-ops before sm_90, where
+// the host does not set the attribute (launch_merge).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // 16-byte global->shared copy; src_bytes < 16 zero-fills the rest (0: all zeros).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
   const uint32_t s = uint32_t(__cvta_generic_to_shared(smem));
