@@ -23,9 +23,12 @@
 //    bf16 by the exponent trick (int8: exact fp16 V codes on fp16 tensor cores, P times the V
 //    scale over a running maximum of the V scales). Offsets of the raw nibbles (E8's coset bit
 //    and +-1/2 shifts, int4's sign, E8P's +-1/4 shift) are added back exactly by small extra
-//    MMAs against per-block Q sums (K) or P sums (V). Up to 128 KV splits (batch 1 with 2 kv
-//    heads). The loop over slices has variants (PIPE: one or two register sets, software
-//    pipelined or not), chosen per format and head_dim (comp_pipe, attention.cu).
+//    MMAs against per-block Q sums (K) or P sums (V); rk2v4-e8's E8P K codes go through two
+//    small shared tables, copied once per bank group. The Q prologue (load, rotation,
+//    quantisation) runs in registers, one warp per two rows, while the first slices load. Up to
+//    128 KV splits (batch 1 with 2 kv heads). The loop over slices has variants (PIPE: one or
+//    two register sets, software pipelined or not), chosen per format and head_dim
+//    (comp_pipe, attention.cu).
 //  - decode tiles, minifloat caches (fp8, nvfp4, k8v4; attention_lowbit.cuh): the bf16 walk
 //    on fp16 tensor cores, each warp expanding its raw 16-key slice into fp16 tiles (exact:
 //    e4m3 codes times 2^-8, the fp8 row scales applied to S and folded into P against a
@@ -36,8 +39,9 @@
 // With one split a CTA normalises, applies the format's V rotation back and writes bf16; with
 // several, each split writes its unnormalised O, running max and sum (fp32), and a merge
 // kernel combines them by log-sum-exp (one CTA per row and 64-column chunk, or per row when
-// the V rotation spans it). Splits are chosen so the CTAs fill one wave of the GPU's resident
-// slots (occupancy queried per kernel).
+// the V rotation spans it), launched on sm_90 as a programmatic dependent of the decode kernel.
+// Splits are chosen so the CTAs fill one wave of the GPU's resident slots (occupancy queried
+// per kernel).
 //
 // Error budget (what tests/cuda/test_attention.cpp checks against an fp64 reference on the
 // decoded cache): Q and P are rounded to bf16 (relative error <= 2^-9 each), or Q quantised to

@@ -35,8 +35,11 @@
 //    sum P'), the last two sums from one more MMA per group whose A rows are c and 1.
 //  - Codes and scales of the next slice are loaded (plain 4- and 8-byte global loads) while the
 //    current one is computed (PIPE: the loop variants, below).
-// The four warps combine (max, sum, O) at the end; write_tile normalises and rotates back, or
-// writes the split's partials for merge_kernel.
+// Before the page walk: the first two slices' loads (PIPE 1, 2), rk2v4-e8's table copies and
+// the Q prologue (comp_q_prologue: registers and shuffles, one warp per two rows). The four
+// warps combine (max, sum, O) at the end through shared memory; with several splits the
+// combine writes the split's partial rows for merge_kernel, with one write_tile normalises and
+// rotates back.
 // Numerics: Q quantised per (row, 64-group), exact int32 group sums, P * v_scale rounded to
 // bf16 (int8: p * v_scale / sref to fp16, see sref below), V exact, fp32 accumulation.
 
