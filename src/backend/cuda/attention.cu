@@ -22,6 +22,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
@@ -805,7 +806,7 @@ int comp_pipe(int head_dim, CacheKind kind) {
 // Which rk2v4-e8 K decode decode_comp_kernel runs: FMT 6 (two shared tables copied once per
 // bank group, the default; NINFER_CUDA_E8P_DECODE=banked), 4 (one copy of each: =table) or 5
 // (one table, integer signs: =alu). All give the same scores exactly (int32 sums of the same
-// 4 y). Measured on the H200: 5 at 0.99-1.12x of 4's time (session 5); 6 at 0.83-0.95x of 4's
+// 4 y). Measured on the H200: 5 at 0.99-1.12x of 4's time (session 5); 6 at 0.83-0.97x of 4's
 // (session 6, docs/BENCHMARKS.md).
 int e8p_decode_fmt() {
   static const int v = [] {
@@ -828,8 +829,12 @@ int decode_work_rows(CacheKind k) {
 template <int D, int FMT>
 int comp_kernel_call(int pipe, dim3 grid, const KernelParams& kp, cudaStream_t s) {
   constexpr int dyn = FMT == 6 ? kE8pBankedBytes : 0;  // dynamic shared memory (FMT 6's table copies)
-  auto go = [&](auto kernel) {
-    if constexpr (dyn > 0) {  // over the 48 KiB default together with the static arrays: opt in, once per kernel
+  // One instantiation per PIPE (the kernels' pointer types are all alike), so that the opt-in
+  // below is done once for each kernel.
+  auto go = [&](auto pipe_c) {
+    constexpr int P = decltype(pipe_c)::value;
+    const auto kernel = decode_comp_kernel<D, FMT, P>;
+    if constexpr (dyn > 0) {  // over the 48 KiB default together with the static arrays: opt in
       static const bool opted = [&] {
         NINFER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn));
         return true;
@@ -845,11 +850,11 @@ int comp_kernel_call(int pipe, dim3 grid, const KernelParams& kp, cudaStream_t s
     return n;
   };
   switch (pipe) {
-    case 1: return go(decode_comp_kernel<D, FMT, 1>);
-    case 2: return go(decode_comp_kernel<D, FMT, 2>);
-    case 3: return go(decode_comp_kernel<D, FMT, 3>);
-    case 4: return go(decode_comp_kernel<D, FMT, 4>);
-    default: return go(decode_comp_kernel<D, FMT, 0>);
+    case 1: return go(std::integral_constant<int, 1>{});
+    case 2: return go(std::integral_constant<int, 2>{});
+    case 3: return go(std::integral_constant<int, 3>{});
+    case 4: return go(std::integral_constant<int, 4>{});
+    default: return go(std::integral_constant<int, 0>{});
   }
 }
 
