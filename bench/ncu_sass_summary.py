@@ -14,9 +14,11 @@ import collections
 import csv
 import gzip
 import re
+import signal
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` in gpu_session.sh: stop quietly
     ap = argparse.ArgumentParser()
     ap.add_argument("file")
     ap.add_argument("--per", type=float, default=0.0)
