@@ -31,6 +31,7 @@ ATTN_SHAPES=${ATTN_SHAPES:-32/8/128 16/2/256 24/4/256}
 ATTN_CTX=${ATTN_CTX:-8192,32768,131072}
 ATTN_BATCH=${ATTN_BATCH:-1,8}
 PIPE_FORMATS=${PIPE_FORMATS:-int4,rk4v4-e8,rk2v4-e8}
+TIMING="${ATTN_COLD:+--cold-l2} ${ATTN_GRAPH:+--graph}"  # the attention timing mode, ours and SDPA's alike
 mkdir -p "$OUT"
 ROOT=$(pwd)
 export NINFER_SHARED_DIR=${NINFER_SHARED_DIR:-$ROOT/.carry/shared}
@@ -75,9 +76,9 @@ for stage in "$@"; do
     : > "$OUT/attn.jsonl"
     for shape in $ATTN_SHAPES; do
       IFS=/ read -r hq hkv d <<< "$shape"
-      echo "+ ninfer bench --attention --kv-dtype $ATTN_FORMATS --ctx $ATTN_CTX --batch $ATTN_BATCH --heads $hq/$hkv --head-dim $d --json ${ATTN_COLD:+--cold-l2} ${ATTN_GRAPH:+--graph}" >> "$OUT/bench.log"
+      echo "+ ninfer bench --attention --kv-dtype $ATTN_FORMATS --ctx $ATTN_CTX --batch $ATTN_BATCH --heads $hq/$hkv --head-dim $d --json $TIMING" >> "$OUT/bench.log"
       timeout 300 "$BIN/ninfer" bench --attention --kv-dtype "$ATTN_FORMATS" --ctx "$ATTN_CTX" --batch "$ATTN_BATCH" \
-        --heads "$hq/$hkv" --head-dim "$d" --json ${ATTN_COLD:+--cold-l2} ${ATTN_GRAPH:+--graph} > "$OUT/attn_tmp.txt" 2>> "$OUT/bench.log"
+        --heads "$hq/$hkv" --head-dim "$d" --json $TIMING > "$OUT/attn_tmp.txt" 2>> "$OUT/bench.log"
       echo "attention $shape exit $?"; grep -v "^{" "$OUT/attn_tmp.txt"; grep "^{" "$OUT/attn_tmp.txt" >> "$OUT/attn.jsonl"
     done
     rm -f "$OUT/attn_tmp.txt" ;;
@@ -103,9 +104,9 @@ for stage in "$@"; do
     : > "$OUT/attn_env.jsonl"
     for shape in $ATTN_SHAPES; do
       IFS=/ read -r hq hkv d <<< "$shape"
-      echo "+ $ATTN_ENV ninfer bench --attention --kv-dtype $ATTN_FORMATS --ctx $ATTN_CTX --batch $ATTN_BATCH --heads $hq/$hkv --head-dim $d --json ${ATTN_COLD:+--cold-l2} ${ATTN_GRAPH:+--graph}" >> "$OUT/bench.log"
+      echo "+ $ATTN_ENV ninfer bench --attention --kv-dtype $ATTN_FORMATS --ctx $ATTN_CTX --batch $ATTN_BATCH --heads $hq/$hkv --head-dim $d --json $TIMING" >> "$OUT/bench.log"
       env $ATTN_ENV timeout 200 "$BIN/ninfer" bench --attention --kv-dtype "$ATTN_FORMATS" --ctx "$ATTN_CTX" \
-        --batch "$ATTN_BATCH" --heads "$hq/$hkv" --head-dim "$d" --json ${ATTN_COLD:+--cold-l2} ${ATTN_GRAPH:+--graph} 2>> "$OUT/bench.log" \
+        --batch "$ATTN_BATCH" --heads "$hq/$hkv" --head-dim "$d" --json $TIMING 2>> "$OUT/bench.log" \
         | grep "^{" | sed "s/^{/{\"env\":\"$ATTN_ENV\",/" >> "$OUT/attn_env.jsonl"
       echo "attnenv $shape exit $?"
     done ;;
@@ -116,7 +117,7 @@ for stage in "$@"; do
     : > "$OUT/splits.jsonl"
     for shape in 16/2/256 32/8/128; do
       IFS=/ read -r hq hkv d <<< "$shape"
-      args="--attention --kv-dtype ${SPLIT_FORMATS:-bf16,rk4v4-e8,rk2v4-e8} --ctx 32768,131072 --batch 1 --heads $hq/$hkv --head-dim $d --splits ${SPLITS:-16,32,64,128} --json ${ATTN_COLD:+--cold-l2} ${ATTN_GRAPH:+--graph}"
+      args="--attention --kv-dtype ${SPLIT_FORMATS:-bf16,rk4v4-e8,rk2v4-e8} --ctx 32768,131072 --batch 1 --heads $hq/$hkv --head-dim $d --splits ${SPLITS:-16,32,64,128} --json $TIMING"
       echo "+ ninfer bench $args" >> "$OUT/bench.log"
       timeout 200 "$BIN/ninfer" bench $args 2>> "$OUT/bench.log" | tee -a "$OUT/bench.log" | grep "^{" >> "$OUT/splits.jsonl"
       echo "splits $shape exit $?"
@@ -140,9 +141,9 @@ for stage in "$@"; do
   sdpa)
     stamp sdpa
     shapes_csv=$(echo $ATTN_SHAPES | tr ' ' ',')
-    echo "+ python3 bench/sdpa_decode_attention.py --shapes $shapes_csv --ctx $ATTN_CTX --batch $ATTN_BATCH ${ATTN_COLD:+--cold-l2} ${ATTN_GRAPH:+--graph}" >> "$OUT/bench.log"
+    echo "+ python3 bench/sdpa_decode_attention.py --shapes $shapes_csv --ctx $ATTN_CTX --batch $ATTN_BATCH $TIMING" >> "$OUT/bench.log"
     timeout 300 python3 bench/sdpa_decode_attention.py --shapes "$shapes_csv" --ctx "$ATTN_CTX" \
-      --batch "$ATTN_BATCH" --json "$OUT/sdpa.json" ${ATTN_COLD:+--cold-l2} ${ATTN_GRAPH:+--graph} >> "$OUT/bench.log" 2>&1
+      --batch "$ATTN_BATCH" --json "$OUT/sdpa.json" $TIMING >> "$OUT/bench.log" 2>&1
     echo "sdpa exit $?"
     python3 bench/compare_attention.py "$OUT/sdpa.json" "$OUT/attn.jsonl" | tee -a "$OUT/bench.log"
     python3 bench/compare_compressed_attention.py "$OUT/sdpa.json" "$OUT/attn.jsonl" | tee -a "$OUT/bench.log"
