@@ -67,6 +67,8 @@ struct KernelParams {
   int fmt;
   int k_cb, v_cb, k_blk, v_blk;
   const uint32_t* e8p_abs;  // [256]
+  const uint2* e8p_mag;     // [256] magnitude entries (e8p_tables.h; decode_comp_kernel FMT 4, 6)
+  const uint4* e8p_sgn;     // [128] sign entries
 };
 
 // KIND 2 (compressed caches, prefill kernel): expands rows [0, rows) of a block of codes (codes [rows][cb], then scales
@@ -1165,7 +1167,12 @@ PagedAttention::PagedAttention(const AttnShape& shape) : shape_(shape) {
   cls_[1].mt = mt_for(1, shape.head_dim);
   cls_[0].rows = decode_work_rows(shape.kind);
   cls_[1].rows = 16 * cls_[1].mt;
-  if (shape.kind == CacheKind::Rk2) e8p_abs_ = e8p_device_tables().abs;
+  if (shape.kind == CacheKind::Rk2) {
+    const E8pTables t = e8p_device_tables();
+    e8p_abs_ = t.abs;
+    e8p_mag_ = t.mag;
+    e8p_sgn_ = t.sgn;
+  }
   for (int c = 0; c < 2; ++c) {
     const int d = shape.head_dim;
     const int occ = d == 64 ? occupancy_d<64>(shape.kind, c)
@@ -1312,6 +1319,8 @@ void PagedAttention::run(const float* q, int q_ld, const uint8_t* k_pool, const 
     kp.k_blk = int(cache_block_bytes(shape_.kind, shape_.head_dim, 0));
     kp.v_blk = int(cache_block_bytes(shape_.kind, shape_.head_dim, 1));
     kp.e8p_abs = e8p_abs_;
+    kp.e8p_mag = e8p_mag_;
+    kp.e8p_sgn = e8p_sgn_;
     switch (shape_.head_dim) {
       case 64: dispatch_kind<64>(kp, shape_.kind, c, k.n_work, s); break;
       case 128: dispatch_kind<128>(kp, shape_.kind, c, k.n_work, s); break;

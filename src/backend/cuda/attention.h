@@ -127,7 +127,10 @@ class PagedAttention {
   size_t d_meta_bytes_ = 0;
   const int32_t* d_chunks_ = nullptr;
   const int32_t* d_tables_ = nullptr;
-  const uint32_t* e8p_abs_ = nullptr;  // rk2v4-e8: the E8P decode table (kv_codecs.cuh)
+  // rk2v4-e8: the E8P abs table and the decode tables built from it (E8pTables, kv_codecs.cuh)
+  const uint32_t* e8p_abs_ = nullptr;
+  const uint2* e8p_mag_ = nullptr;
+  const uint4* e8p_sgn_ = nullptr;
   float* d_part_ = nullptr;  // [splits][n_rows_total][head_dim] partial O, then [splits][n_rows_total][2] (m, l)
   size_t d_part_bytes_ = 0;
 };

@@ -35,8 +35,10 @@
 //    sum P'), the last two sums from one more MMA per group whose A rows are c and 1.
 //  - Codes and scales of the next slice are loaded (plain 4- and 8-byte global loads) while the
 //    current one is computed (PIPE: the loop variants, below).
-// Before the page walk: the first two slices' loads (PIPE 1, 2), rk2v4-e8's table copies and
-// the Q prologue (comp_q_prologue: registers and shuffles, one warp per two rows). The four
+// Before the page walk, loads in the order their data is needed (a warp's loads return in
+// order): rk2v4-e8's table entries (host-built, kv_append.cu), Q, the first two slices (PIPE 1,
+// 2); then the table copies and the Q prologue (comp_q_prologue: registers and shuffles, one
+// warp per two rows) run while the slices' codes are in flight. The four
 // warps combine (max, sum, O) at the end through shared memory; with several splits the
 // combine writes the split's partial rows for merge_kernel, with one write_tile normalises and
 // rotates back.
@@ -165,21 +167,21 @@ __device__ __forceinline__ void mma_f16_1688(float d[4], uint32_t a0, uint32_t a
       : "r"(a0), "r"(a1), "r"(b0));
 }
 
-// The Q prologue of decode_comp_kernel: warp w takes rows w and w + 4 of the tile, each lane E =
-// D / 32 consecutive head dims, loaded straight into registers (both rows' loads in flight at
-// once; the row's address costs one division by the group size). The K rotation runs as
+// The Q prologue of decode_comp_kernel, in two parts so that the kernel can request Q before
+// the slices' codes (a warp's loads return in order: Q requested after them would wait for
+// them). comp_q_load: warp w takes rows w and w + 4 of the tile, each lane E = D / 32
+// consecutive head dims, loaded straight into registers (both rows' loads in flight at once;
+// the row's address costs one division by the group size). comp_q_prologue: the K rotation as
 // butterflies in registers (stages h < E) and across lanes by shuffles (h >= E): the same
 // additions and subtractions of the same operands, stage by stage, as smem_rotate, so the
 // values are bit-identical. Then the int8 quantisation per (row, 64-group): scale Qsc, codes
 // Q8, sums per 8-dim block (Qbs) and per group (Qgs), exact integers. No barrier inside; the
 // caller's barrier publishes the shared arrays.
 template <int D>
-__device__ __forceinline__ void comp_q_prologue(const KernelParams& p, int row0, int R, int tok0, int kvh, int8_t* Q8,
-                                                float* Qsc, int* Qbs, int* Qgs) {
-  constexpr int E = D / 32, NG = D / 64, LPG = 64 / E, LPB = 8 / E < 1 ? 1 : 8 / E;  // lanes per group, per block
+__device__ __forceinline__ void comp_q_load(const KernelParams& p, int row0, int R, int tok0, int kvh, float (&x)[2][D / 32]) {
+  constexpr int E = D / 32;
   static_assert(E >= 2 && E <= 8, "head_dim 64, 128 or 256");
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float x[2][E];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int gr = row0 + warp + 4 * i;
@@ -205,6 +207,13 @@ __device__ __forceinline__ void comp_q_prologue(const KernelParams& p, int row0,
       for (int e = 0; e < E; ++e) x[i][e] = 0.0f;
     }
   }
+}
+
+template <int D>
+__device__ __forceinline__ void comp_q_prologue(const KernelParams& p, float (&x)[2][D / 32], int8_t* Q8, float* Qsc,
+                                                int* Qbs, int* Qgs) {
+  constexpr int E = D / 32, NG = D / 64, LPG = 64 / E, LPB = 8 / E < 1 ? 1 : 8 / E;  // lanes per group, per block
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (p.q_rot != 0) {
     warp_butterflies<2, E, D>(x, p.q_rot == 1 ? D : 64);
     const float sc = p.q_rot == 1 ? 1.0f / sqrtf(float(D)) : 1.0f / sqrtf(64.0f);  // smem_rotate's constants
@@ -299,8 +308,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // rk2v4-e8 K (E8P, e8p_tables.h): e8pT[pattern] = the 8 values 2|a_i| as bytes (value 7
   // negated when the pattern's sign parity is odd); e8pS[7 stored signs] = per-byte masks of
   // the negative values (the 8th from the signs' parity) and those masks & 0x01 per byte.
-  __shared__ uint2 e8pT[e8p_tables_fmt(FMT) ? 256 : 1];
-  __shared__ uint4 e8pS[e8p_tables_fmt(FMT) ? 128 : 1];
+  __shared__ uint2 e8pT[FMT == 4 ? 256 : 1];
+  __shared__ uint4 e8pS[FMT == 4 ? 128 : 1];
   extern __shared__ __align__(128) uint8_t e8p_banked[];  // FMT 6: kE8pBankedBytes (above)
   __shared__ uint32_t e8pW[FMT == 5 ? 256 : 1];  // FMT 5: e8p_alu::table_word of each entry
   __shared__ float m_w[4 * R8], l_w[4 * R8], mfin_s[R8], lfin_s[R8];
@@ -309,6 +318,16 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gq = lane / 4, cq = lane % 4;
   const uint32_t lane_t = (lane & 15) * 8, lane_s = (lane & 7) * 16;  // FMT 6: the lane's table copies
+  // rk2v4-e8's table entries (built on the host, kv_append.cu) are requested first: they depend
+  // on nothing, and a warp's loads return in order.
+  static_assert(kThreads == 128, "one sign entry and two magnitude entries per thread");
+  uint2 tm0, tm1;
+  uint4 ts;
+  if constexpr (e8p_tables_fmt(FMT)) {
+    tm0 = __ldg(p.e8p_mag + tid);
+    tm1 = __ldg(p.e8p_mag + 128 + tid);
+    ts = __ldg(p.e8p_sgn + tid);
+  }
   const DecodeTile t = decode_tile<R8>(p);
   const int row0 = t.row0, kvh = t.kvh, split = t.split, tok0 = t.tok0, start = t.start, g = t.g, R = t.R;
   const int row_end = t.row_end, n_keys = t.n_keys, p_begin = t.p_begin, n_iter = t.n_iter;
@@ -381,9 +400,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     }
   };
 
-  // PIPE 1, 2: the first two slices' loads are issued here, before the tables and the Q
-  // prologue, so that their DRAM latency overlaps that work (a batch-1 split is a few slices
-  // per warp: the prologue was most of it).
+  // The loads before the page walk, in the order their data is needed: Q (its prologue runs
+  // first), then the first two slices' codes (PIPE 1, 2), so that their latency overlaps the
+  // prologue (a batch-1 split is a few slices per warp: the prologue was most of it).
+  float qx[2][D / 32];
+  comp_q_load<D>(p, row0, R, tok0, kvh, qx);
   Slice KA, KB, VA, VB;
   auto pid = [&](int i) { return table[p_begin + min(i, n_iter - 1)]; };
   if ((PIPE == 1 || PIPE == 2) && n_iter > 0) {
@@ -394,33 +415,30 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     loadV(VB, pg1);
   }
 
-  if constexpr (e8p_tables_fmt(FMT)) {
-    for (int i = tid; i < 256; i += kThreads) {
-      uint32_t x, y;
-      e8p_tables::magnitudes(__ldg(p.e8p_abs + i), x, y);
-      e8pT[i] = make_uint2(x, y);
-      if (i < 128) {
-        uint32_t m[4];
-        e8p_tables::sign_masks(uint32_t(i), m);
-        e8pS[i] = make_uint4(m[0], m[1], m[2], m[3]);
-      }
-    }
+  if constexpr (FMT == 4) {
+    e8pT[tid] = tm0;
+    e8pT[tid + 128] = tm1;
+    e8pS[tid] = ts;
   }
   if constexpr (FMT == 5) {
     for (int i = tid; i < 256; i += kThreads) e8pW[i] = e8p_alu::table_word(__ldg(p.e8p_abs + i));
   }
-  if constexpr (FMT == 6) {  // the copies, 16 bytes per store (two magnitude copies at once)
-    __syncthreads();
+  if constexpr (FMT == 6) {
+    // The copies of this thread's entries, 16 bytes per store (two magnitude copies at once);
+    // entry e's copies fill bytes [128 e, 128 e + 128). The start column rotates with tid, so
+    // the 8 threads of a store phase write distinct banks.
     uint4* rt = reinterpret_cast<uint4*>(e8p_banked);
     uint4* rs = reinterpret_cast<uint4*>(e8p_banked + kE8pBankedT);
-    for (int i = tid; i < 256 * 8; i += kThreads) {
-      const uint2 t = e8pT[i >> 3];
-      rt[i] = make_uint4(t.x, t.y, t.x, t.y);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int col = (j + tid) & 7;
+      rt[tid * 8 + col] = make_uint4(tm0.x, tm0.y, tm0.x, tm0.y);
+      rt[(tid + 128) * 8 + col] = make_uint4(tm1.x, tm1.y, tm1.x, tm1.y);
+      rs[tid * 8 + col] = ts;
     }
-    for (int i = tid; i < 128 * 8; i += kThreads) rs[i] = e8pS[i >> 3];
   }  // visible to the loop after the Q prologue's barrier
   // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group) ----
-  comp_q_prologue<D>(p, row0, R, tok0, kvh, Q8, Qsc, Qbs, Qgs);
+  comp_q_prologue<D>(p, qx, Q8, Qsc, Qbs, Qgs);
   __syncthreads();
   // Q's B fragments: row g, block 8 grp + 2c + kk (8 bytes: b0 = values 0..3, b1 = 4..7).
   uint32_t qf[2 * NG][2];

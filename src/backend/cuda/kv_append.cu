@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/e8p_alu.h"
+#include "backend/cuda/e8p_tables.h"
 #include "backend/cuda/kv_cache.h"
 #include "backend/cuda/kv_codecs.cuh"
 #include "kv/codecs/rk2v4_e8.h"
@@ -171,12 +172,27 @@ E8pTables e8p_device_tables() {
       abs[size_t(idx)] = e8p_alu::abs_entry(idx);  // a with p(a) in bit 3
       if (idx < codecs::e8p16::kPatterns) index[size_t(key)] = uint8_t(idx);
     }
+    std::vector<uint2> mag(256);
+    std::vector<uint4> sgn(128);
+    for (int idx = 0; idx < 256; ++idx) e8p_tables::magnitudes(abs[size_t(idx)], mag[size_t(idx)].x, mag[size_t(idx)].y);
+    for (int s7 = 0; s7 < 128; ++s7) {
+      uint32_t m[4];
+      e8p_tables::sign_masks(uint32_t(s7), m);
+      sgn[size_t(s7)] = make_uint4(m[0], m[1], m[2], m[3]);
+    }
+    // One allocation: abs [0, 1024), mag [1024, 3072), sgn [3072, 5120), index [5120, ...).
     void* d = nullptr;
-    NINFER_CUDA_CHECK(cudaMalloc(&d, 256 * 4 + 6561));
-    NINFER_CUDA_CHECK(cudaMemcpy(d, abs.data(), 256 * 4, cudaMemcpyHostToDevice));
-    NINFER_CUDA_CHECK(cudaMemcpy(static_cast<uint8_t*>(d) + 1024, index.data(), 6561, cudaMemcpyHostToDevice));
-    tables.abs = static_cast<const uint32_t*>(d);
-    tables.index = static_cast<const uint8_t*>(d) + 1024;
+    uint8_t* b = nullptr;
+    NINFER_CUDA_CHECK(cudaMalloc(&d, 5120 + 6561));
+    b = static_cast<uint8_t*>(d);
+    NINFER_CUDA_CHECK(cudaMemcpy(b, abs.data(), 1024, cudaMemcpyHostToDevice));
+    NINFER_CUDA_CHECK(cudaMemcpy(b + 1024, mag.data(), 2048, cudaMemcpyHostToDevice));
+    NINFER_CUDA_CHECK(cudaMemcpy(b + 3072, sgn.data(), 2048, cudaMemcpyHostToDevice));
+    NINFER_CUDA_CHECK(cudaMemcpy(b + 5120, index.data(), 6561, cudaMemcpyHostToDevice));
+    tables.abs = reinterpret_cast<const uint32_t*>(b);
+    tables.mag = reinterpret_cast<const uint2*>(b + 1024);
+    tables.sgn = reinterpret_cast<const uint4*>(b + 3072);
+    tables.index = b + 5120;
   });
   return tables;
 }
