@@ -827,6 +827,8 @@ int decode_work_rows(CacheKind k) {
   return k == CacheKind::Bf16 || cache_lowbit(k) ? 16 : kCompRows;
 }
 
+bool merge_pdl();
+
 // decode_comp_kernel<D, FMT, PIPE> for the run-time PIPE: launch, or (grid.x == 0) its occupancy.
 template <int D, int FMT>
 int comp_kernel_call(int pipe, dim3 grid, const KernelParams& kp, cudaStream_t s) {
@@ -846,8 +848,18 @@ int comp_kernel_call(int pipe, dim3 grid, const KernelParams& kp, cudaStream_t s
     int n = 0;
     if (grid.x == 0) {
       NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, dyn));
-    } else {
-      kernel<<<grid, kThreads, dyn, s>>>(kp);
+    } else {  // a programmatic dependent launch (merge_pdl): the kernel waits for its predecessor
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = grid;
+      cfg.blockDim = dim3(kThreads);
+      cfg.dynamicSmemBytes = dyn;
+      cfg.stream = s;
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[0].val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = merge_pdl() ? 1 : 0;
+      NINFER_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, kp));
     }
     return n;
   };
@@ -902,6 +914,10 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
   if (gr >= n_tok * g) return;
   // Launched as a programmatic dependent of the decode kernel (launch_merge): everything above
   // may run while that kernel's last CTAs finish; its partials are read only after this wait.
+  // No early trigger here: a programmatic dependent of this kernel (the next step's register
+  // decode kernel) is scheduled as these CTAs exit. Triggered here, its CTAs took SM slots
+  // while these still held theirs, and a grid planned as one full wave spilled into a second
+  // (rk2v4-e8 32/8/128, batch 1, 32K: 1.26x the time, H200).
   pdl_wait();
   const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
   // Thread (split group sg, float4 column c): splits sg, sg + SG, ...
@@ -1008,11 +1024,10 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
     p.out[size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + col0 + d] = f32_to_bf16_bits(row[d]);
 }
 
-// Launches merge_kernel for tiles of `rows` rows: 64-column chunks unless the output rotation
-// spans the whole row.
-// It is a programmatic dependent launch (Hopper PDL): its CTAs may start, read their work item
-// and wait (griddepcontrol.wait) while the decode kernel's last CTAs finish, instead of
-// starting after it has drained. NINFER_CUDA_PDL=0 launches it plainly (A/B).
+// Programmatic dependent launches (Hopper PDL) of merge_kernel and decode_comp_kernel: the
+// kernel's CTAs may be scheduled while its predecessor in the stream finishes and wait for it
+// (griddepcontrol.wait) before they read anything the predecessor may write, instead of
+// starting after it has drained. NINFER_CUDA_PDL=0 launches them plainly (A/B).
 bool merge_pdl() {
   static const bool v = [] {
     const char* e = std::getenv("NINFER_CUDA_PDL");
@@ -1030,6 +1045,8 @@ bool merge_pdl() {
   return v;
 }
 
+// Launches merge_kernel for tiles of `rows` rows: 64-column chunks unless the output rotation
+// spans the whole row. A programmatic dependent launch (merge_pdl).
 template <int D>
 void launch_merge(const KernelParams& kp, int n_work, int rows, cudaStream_t s) {
   const bool full = kp.o_rot == 1 || D == 64;

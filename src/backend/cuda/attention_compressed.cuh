@@ -328,6 +328,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     tm1 = __ldg(p.e8p_mag + 128 + tid);
     ts = __ldg(p.e8p_sgn + tid);
   }
+  // A programmatic dependent launch (comp_kernel_call): the predecessor kernel may still run
+  // until here. Before this point only the tables above (written once, at start-up) are read.
+  pdl_wait();
   const DecodeTile t = decode_tile<R8>(p);
   const int row0 = t.row0, kvh = t.kvh, split = t.split, tok0 = t.tok0, start = t.start, g = t.g, R = t.R;
   const int row_end = t.row_end, n_keys = t.n_keys, p_begin = t.p_begin, n_iter = t.n_iter;
