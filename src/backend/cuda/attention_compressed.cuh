@@ -314,6 +314,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   __shared__ uint32_t e8pW[FMT == 5 ? 256 : 1];  // FMT 5: e8p_alu::table_word of each entry
   __shared__ float m_w[4 * R8], l_w[4 * R8], mfin_s[R8], lfin_s[R8];
   __shared__ int grow_s[R8];  // the output row of each tile row (several splits)
+  __shared__ int ids_s[FMT == 2 || is_e8p(FMT) ? 4 : 1][64];  // page-id rings of the warps (pid, below)
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gq = lane / 4, cq = lane % 4;
@@ -406,10 +407,47 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // The loads before the page walk, in the order their data is needed: Q (its prologue runs
   // first), then the first two slices' codes (PIPE 1, 2), so that their latency overlaps the
   // prologue (a batch-1 split is a few slices per warp: the prologue was most of it).
+  //
+  // The split's page ids. int4 and rk2v4-e8 (kIdRing): through a ring of 64 per warp in shared
+  // memory (ids_s): batch b (ids p_begin + 32 b + lane) is copied by cp.async while batch b - 1
+  // is walked, so pid(i) is a shared-memory read. A page id read from the table just before
+  // its page's loads waited behind the codes requested ahead of it, whose DRAM latency then
+  // stalled the address of every next load (ncu, 32/8/128, batch 8: 22 % of rk2v4-e8's and
+  // 43 % of int4's loop stall samples; with the ring, 32/8/128 batch 8: int4 0.90-0.92x, rk2v4-e8
+  // 0.96-0.97x of the time). int8 and rk4v4-e8 read the table directly: their register budget
+  // is tighter (more spills with the ring; 1.04-1.08x the time at int8 head_dim 128 and
+  // rk4v4-e8 head_dim 256). pid(i) needs id_batch <= i / 32 <= id_batch + 1: ids_advance moves
+  // the window forward (the walks ask for non-decreasing page indices). The kernel's only
+  // cp.async copies are these, so a wait for all of them waits for the batch.
+  constexpr bool kIdRing = FMT == 2 || is_e8p(FMT);
+  const int last = n_iter - 1;
+  int id_batch = 0;
+  int* ids_w = ids_s[kIdRing ? warp : 0];
+  auto ids_copy = [&](int b) { cp_async4(ids_w + 32 * (b & 1) + lane, table + p_begin + min(32 * b + lane, last)); };
+  if (kIdRing && n_iter > 0) {
+    ids_copy(0);
+    if (n_iter > 32) ids_copy(1);
+    cp_async_commit();
+  }
+  auto pid = [&](int i) { return kIdRing ? ids_w[min(i, last) & 63] : table[p_begin + min(i, last)]; };
+  auto ids_advance = [&](int i) {  // pid is called with indices >= i from here on
+    if (kIdRing && (min(i, last) >> 5) > id_batch) {
+      ++id_batch;
+      cp_async_wait<0>();  // batch id_batch (requested 32 pages ago)
+      __syncwarp();        // ... seen by all lanes; batch id_batch - 1 read by all lanes
+      if (32 * (id_batch + 1) <= last) {
+        ids_copy(id_batch + 1);
+        cp_async_commit();
+      }
+    }
+  };
   float qx[2][D / 32];
   comp_q_load<D>(p, row0, R, tok0, kvh, qx);
   Slice KA, KB, VA, VB;
-  auto pid = [&](int i) { return table[p_begin + min(i, n_iter - 1)]; };
+  if (kIdRing && n_iter > 0) {
+    cp_async_wait<0>();
+    __syncwarp();
+  }
   if ((PIPE == 1 || PIPE == 2) && n_iter > 0) {
     const int pg0 = pid(0), pg1 = pid(1);
     loadK(KA, pg0);
@@ -596,21 +634,29 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     const float s1 = ka <= lim1 ? acc[1] : -INFINITY;
     const float s2 = kb <= lim0 ? acc[2] : -INFINITY;
     const float s3 = kb <= lim1 ? acc[3] : -INFINITY;
+    // The row maxima over the slice's 16 keys take three shuffle rounds. A slice in which no
+    // score exceeds its row's running maximum leaves it as it is, so the rounds (and the
+    // rescale factors) run only when some lane's score does (one vote): the same m, al and P as
+    // reducing every slice. Once the maxima settle, most slices skip them.
     float mx0 = fmaxf(s0, s2), mx1 = fmaxf(s1, s3);
+    float al0 = 1.0f, al1 = 1.0f;
+    const bool moved = __any_sync(0xffffffffu, mx0 > m0 || mx1 > m1);
+    if (moved) {
 #pragma unroll
-    for (int off = 4; off < 32; off <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+      for (int off = 4; off < 32; off <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+      }
+      const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+      al0 = mn0 == -INFINITY ? 1.0f : exp2_ftz(m0 - mn0);
+      al1 = mn1 == -INFINITY ? 1.0f : exp2_ftz(m1 - mn1);
+      m0 = mn0;
+      m1 = mn1;
     }
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    const float al0 = mn0 == -INFINITY ? 1.0f : exp2_ftz(m0 - mn0);
-    const float al1 = mn1 == -INFINITY ? 1.0f : exp2_ftz(m1 - mn1);
-    m0 = mn0;
-    m1 = mn1;
-    const float p0 = mn0 == -INFINITY ? 0.0f : exp2_ftz(s0 - mn0);
-    const float p2 = mn0 == -INFINITY ? 0.0f : exp2_ftz(s2 - mn0);
-    const float p1 = mn1 == -INFINITY ? 0.0f : exp2_ftz(s1 - mn1);
-    const float p3 = mn1 == -INFINITY ? 0.0f : exp2_ftz(s3 - mn1);
+    const float p0 = m0 == -INFINITY ? 0.0f : exp2_ftz(s0 - m0);
+    const float p2 = m0 == -INFINITY ? 0.0f : exp2_ftz(s2 - m0);
+    const float p1 = m1 == -INFINITY ? 0.0f : exp2_ftz(s1 - m1);
+    const float p3 = m1 == -INFINITY ? 0.0f : exp2_ftz(s3 - m1);
     l0 = l0 * al0 + (p0 + p2);
     l1 = l1 * al1 + (p1 + p3);
     // Slots past the sequence's end hold stale bytes (possibly NaN scales); 0 * NaN must not
@@ -647,7 +693,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
         }
       }
     }
-    if (__any_sync(0xffffffffu, al0 != 1.0f || al1 != 1.0f) || grew) {  // once the maxima settle: rarely
+    if (moved || grew) {  // once the maxima settle: rarely (a factor of 1 leaves O as it is)
 #pragma unroll
       for (int t = 0; t < D / 16; ++t) {
         const float f = FMT == 1 ? sg[t / 4] : 1.0f;
@@ -743,17 +789,18 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       scores(st, acc);
       softmax_pv(st, key0, acc);
     };
-    if (n_iter > 0) load(sa, table[p_begin]);
-    int next_id = n_iter > 1 ? table[p_begin + 1] : 0;
+    if (n_iter > 0) load(sa, pid(0));
+    int next_id = pid(1);
 #pragma unroll 1
     for (int it = 0; it < n_iter; it += 2) {
       if (it + 1 < n_iter) load(sb, next_id);
-      next_id = it + 2 < n_iter ? table[p_begin + it + 2] : 0;
+      ids_advance(it + 2);
+      next_id = pid(it + 2);
       const int key0a = (p_begin + it) * kPage + warp * 16;
       if (key0a < n_keys) compute(sa, key0a);
       if (it + 1 >= n_iter) break;
       if (it + 2 < n_iter) load(sa, next_id);
-      next_id = it + 3 < n_iter ? table[p_begin + it + 3] : 0;
+      next_id = pid(it + 3);
       const int key0b = key0a + kPage;
       if (key0b < n_keys) compute(sb, key0b);
     }
@@ -763,10 +810,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     // at head_dim 256 spills with two sets).
     Slice st;
     if (n_iter > 0) {
-      loadK(st, table[p_begin]);
-      loadV(st, table[p_begin]);
+      loadK(st, pid(0));
+      loadV(st, pid(0));
     }
-    int next_id = n_iter > 1 ? table[p_begin + 1] : 0;
+    int next_id = pid(1);
 #pragma unroll 1
     for (int it = 0; it < n_iter; ++it) {
       const bool more = it + 1 < n_iter;
@@ -776,7 +823,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       const int key0 = (p_begin + it) * kPage + warp * 16;
       if (key0 < n_keys) softmax_pv(st, key0, acc);
       if (more) loadV(st, next_id);
-      next_id = it + 2 < n_iter ? table[p_begin + it + 2] : 0;
+      ids_advance(it + 2);
+      next_id = pid(it + 2);
     }
   } else if (n_iter > 0) {
     auto key0_of = [&](int i) {
@@ -791,6 +839,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     int pgk = pid(3);
 #pragma unroll 1
     for (int i = 0; i < n_iter; i += 2) {
+      ids_advance(i + 4);
       // K(i + 1) in KB, K(i + 2) in KA; V(i) in VA, V(i + 1) in VB
       scores(KB, sn);
       softmax_pv(VA, key0_of(i), sc);
