@@ -24,8 +24,12 @@
 //    scale over a running maximum of the V scales). Offsets of the raw nibbles (E8's coset bit
 //    and +-1/2 shifts, int4's sign, E8P's +-1/4 shift) are added back exactly by small extra
 //    MMAs against per-block Q sums (K) or P sums (V); rk2v4-e8's E8P K codes go through two
-//    small shared tables, copied once per bank group. The Q prologue (load, rotation,
-//    quantisation) runs in registers, one warp per two rows, while the first slices load. Up to
+//    small shared tables (built once on the host), copied once per bank group. The Q
+//    prologue (load, rotation, quantisation) runs in registers, one warp per two rows, while
+//    the first slices load; int4 and rk2v4-e8 take page ids from a per-warp shared ring that
+//    cp.async fills 32 pages ahead; a slice's row maxima are reduced only when a score
+//    exceeds its row's running maximum. On sm_90 the kernel is a programmatic dependent
+//    launch of its predecessor. Up to
 //    128 KV splits (batch 1 with 2 kv heads). The loop over slices has variants (PIPE: one or
 //    two register sets, software pipelined or not), chosen per format and head_dim
 //    (comp_pipe, attention.cu).
