@@ -827,7 +827,43 @@ int decode_work_rows(CacheKind k) {
   return k == CacheKind::Bf16 || cache_lowbit(k) ? 16 : kCompRows;
 }
 
-bool merge_pdl();
+// Programmatic dependent launches (Hopper PDL) of merge_kernel and decode_comp_kernel: the
+// kernel's CTAs may be scheduled while its predecessor in the stream finishes and wait for it
+// (griddepcontrol.wait) before they read anything the predecessor may write, instead of
+// starting after it has drained. NINFER_CUDA_PDL=0 launches them plainly (A/B).
+bool pdl_launches() {
+  static const bool v = [] {
+    const char* e = std::getenv("NINFER_CUDA_PDL");
+    bool on = true;
+    if (e && *e && std::strcmp(e, "1") != 0) {
+      if (std::strcmp(e, "0") != 0)
+        throw std::runtime_error(std::string("NINFER_CUDA_PDL must be 0 or 1, got '") + e + "'");
+      on = false;
+    }
+    int dev = 0, major = 0;
+    NINFER_CUDA_CHECK(cudaGetDevice(&dev));
+    NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    return on && major >= 9;  // PDL is Hopper's (sm_90); the kernels' waits are no-ops before it
+  }();
+  return v;
+}
+
+// Launches kernel(kp) on grid x kThreads with dyn bytes of dynamic shared memory, as a
+// programmatic dependent of the stream's previous kernel when pdl_launches().
+template <typename Kernel>
+void launch_pdl(Kernel kernel, dim3 grid, size_t dyn, const KernelParams& kp, cudaStream_t s) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = dyn;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_launches() ? 1 : 0;
+  NINFER_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, kp));
+}
 
 // decode_comp_kernel<D, FMT, PIPE> for the run-time PIPE: launch, or (grid.x == 0) its occupancy.
 template <int D, int FMT>
@@ -848,18 +884,8 @@ int comp_kernel_call(int pipe, dim3 grid, const KernelParams& kp, cudaStream_t s
     int n = 0;
     if (grid.x == 0) {
       NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, dyn));
-    } else {  // a programmatic dependent launch (merge_pdl): the kernel waits for its predecessor
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = grid;
-      cfg.blockDim = dim3(kThreads);
-      cfg.dynamicSmemBytes = dyn;
-      cfg.stream = s;
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr[0].val.programmaticStreamSerializationAllowed = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = merge_pdl() ? 1 : 0;
-      NINFER_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, kp));
+    } else {  // the kernel waits for its predecessor (pdl_wait) before it reads what that writes
+      launch_pdl(kernel, grid, dyn, kp, s);
     }
     return n;
   };
@@ -1024,45 +1050,16 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
     p.out[size_t(tok0 + gr / g) * p.out_ld + size_t(kvh * g + gr % g) * D + col0 + d] = f32_to_bf16_bits(row[d]);
 }
 
-// Programmatic dependent launches (Hopper PDL) of merge_kernel and decode_comp_kernel: the
-// kernel's CTAs may be scheduled while its predecessor in the stream finishes and wait for it
-// (griddepcontrol.wait) before they read anything the predecessor may write, instead of
-// starting after it has drained. NINFER_CUDA_PDL=0 launches them plainly (A/B).
-bool merge_pdl() {
-  static const bool v = [] {
-    const char* e = std::getenv("NINFER_CUDA_PDL");
-    bool on = true;
-    if (e && *e && std::strcmp(e, "1") != 0) {
-      if (std::strcmp(e, "0") != 0)
-        throw std::runtime_error(std::string("NINFER_CUDA_PDL must be 0 or 1, got '") + e + "'");
-      on = false;
-    }
-    int dev = 0, major = 0;
-    NINFER_CUDA_CHECK(cudaGetDevice(&dev));
-    NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    return on && major >= 9;  // PDL is Hopper's (sm_90); the kernels' waits are no-ops before it
-  }();
-  return v;
-}
-
 // Launches merge_kernel for tiles of `rows` rows: 64-column chunks unless the output rotation
-// spans the whole row. A programmatic dependent launch (merge_pdl).
+// spans the whole row. A programmatic dependent launch (launch_pdl).
 template <int D>
 void launch_merge(const KernelParams& kp, int n_work, int rows, cudaStream_t s) {
   const bool full = kp.o_rot == 1 || D == 64;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(full ? rows : rows * (D / 64)));
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = merge_pdl() ? 1 : 0;
+  const dim3 grid(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(full ? rows : rows * (D / 64)));
   if (full) {
-    NINFER_CUDA_CHECK(cudaLaunchKernelEx(&cfg, merge_kernel<D, D>, kp));
+    launch_pdl(merge_kernel<D, D>, grid, 0, kp, s);
   } else {
-    NINFER_CUDA_CHECK(cudaLaunchKernelEx(&cfg, merge_kernel<D, 64>, kp));
+    launch_pdl(merge_kernel<D, 64>, grid, 0, kp, s);
   }
 }
 
