@@ -775,9 +775,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // Software pipeline over the warp's slices, two register sets per side: while step i computes
   // the scores of slice i + 1 and the softmax and P V of slice i (independent work in one
   // block), K of slice i + 2 and V of slice i + 1 are in flight; at its end it requests K of
-  // slice i + 3 and V of slice i + 2 into the sets it has just freed. Page ids are read one
-  // step before their loads. Slices past the split's end (at most two per warp) run on a valid
-  // page with every key masked.
+  // slice i + 3 and V of slice i + 2 into the sets it has just freed. Page ids come from pid
+  // (above) one step before their loads. Slices past the split's end (at most two per warp)
+  // run on a valid page with every key masked.
   if (PIPE == 0 || PIPE == 3) {
     Slice sa, sb;
     auto load = [&](Slice& st, int page) {

@@ -180,19 +180,21 @@ E8pTables e8p_device_tables() {
       e8p_tables::sign_masks(uint32_t(s7), m);
       sgn[size_t(s7)] = make_uint4(m[0], m[1], m[2], m[3]);
     }
-    // One allocation: abs [0, 1024), mag [1024, 3072), sgn [3072, 5120), index [5120, ...).
+    // One allocation: abs, mag, sgn, index (each offset a multiple of 16 bytes).
+    const size_t n_abs = abs.size() * sizeof(uint32_t), n_mag = mag.size() * sizeof(uint2);
+    const size_t n_sgn = sgn.size() * sizeof(uint4);
+    const size_t o_mag = n_abs, o_sgn = o_mag + n_mag, o_index = o_sgn + n_sgn;
     void* d = nullptr;
-    uint8_t* b = nullptr;
-    NINFER_CUDA_CHECK(cudaMalloc(&d, 5120 + 6561));
-    b = static_cast<uint8_t*>(d);
-    NINFER_CUDA_CHECK(cudaMemcpy(b, abs.data(), 1024, cudaMemcpyHostToDevice));
-    NINFER_CUDA_CHECK(cudaMemcpy(b + 1024, mag.data(), 2048, cudaMemcpyHostToDevice));
-    NINFER_CUDA_CHECK(cudaMemcpy(b + 3072, sgn.data(), 2048, cudaMemcpyHostToDevice));
-    NINFER_CUDA_CHECK(cudaMemcpy(b + 5120, index.data(), 6561, cudaMemcpyHostToDevice));
+    NINFER_CUDA_CHECK(cudaMalloc(&d, o_index + index.size()));
+    uint8_t* b = static_cast<uint8_t*>(d);
+    NINFER_CUDA_CHECK(cudaMemcpy(b, abs.data(), n_abs, cudaMemcpyHostToDevice));
+    NINFER_CUDA_CHECK(cudaMemcpy(b + o_mag, mag.data(), n_mag, cudaMemcpyHostToDevice));
+    NINFER_CUDA_CHECK(cudaMemcpy(b + o_sgn, sgn.data(), n_sgn, cudaMemcpyHostToDevice));
+    NINFER_CUDA_CHECK(cudaMemcpy(b + o_index, index.data(), index.size(), cudaMemcpyHostToDevice));
     tables.abs = reinterpret_cast<const uint32_t*>(b);
-    tables.mag = reinterpret_cast<const uint2*>(b + 1024);
-    tables.sgn = reinterpret_cast<const uint4*>(b + 3072);
-    tables.index = b + 5120;
+    tables.mag = reinterpret_cast<const uint2*>(b + o_mag);
+    tables.sgn = reinterpret_cast<const uint4*>(b + o_sgn);
+    tables.index = b + o_index;
   });
   return tables;
 }
