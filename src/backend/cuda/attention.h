@@ -28,7 +28,8 @@
 //    prologue (load, rotation, quantisation) runs in registers, one warp per two rows, while
 //    the first slices load; int4 and rk2v4-e8 take page ids from a per-warp shared ring that
 //    cp.async fills 32 pages ahead; a slice's row maxima are reduced only when a score
-//    exceeds its row's running maximum. On sm_90 the kernel is a programmatic dependent
+//    exceeds its row's running maximum (rk4v4-e8 and rk2v4-e8 start that maximum at a finite
+//    -1e30, so their exponentials need no -inf guards). On sm_90 the kernel is a programmatic dependent
 //    launch of its predecessor. Up to
 //    128 KV splits (batch 1 with 2 kv heads). The loop over slices has variants (PIPE: one or
 //    two register sets, software pipelined or not), chosen per format and head_dim
