@@ -63,8 +63,13 @@ for stage in "$@"; do
     # falls back to the build stage when it does not run here (libraries, glibc).
     stamp prebuilt
     mkdir -p "$BIN" && cp build-cu/bin/ninfer* build-cu/bin/test_cuda "$BIN/" 2>/dev/null
-    # (a call that carries only test_cuda checks that one instead)
-    probe=("$BIN/ninfer" --help); [ -x "$BIN/ninfer" ] || probe=("$BIN/test_cuda" --gtest_list_tests)
+    # (a call that carries only test_cuda, or only another ninfer-* for NINFER_BIN_DIR, checks
+    # that one instead)
+    alt=$(ls "$BIN"/ninfer-* 2> /dev/null | head -1)
+    if [ -x "$BIN/ninfer" ]; then probe=("$BIN/ninfer" --help)
+    elif [ -x "$BIN/test_cuda" ]; then probe=("$BIN/test_cuda" --gtest_list_tests)
+    elif [ -n "$alt" ]; then probe=("$alt" --help)
+    else probe=("$BIN/ninfer" --help); fi
     if "${probe[@]}" > /dev/null 2>> "$OUT/session.log"; then stamp "prebuilt ${probe[0]##*/} runs"
     else stamp "prebuilt ${probe[0]##*/} does not run: building"; bash "$0" build || exit 1; fi ;;
   test)
