@@ -20,7 +20,7 @@
 //    n = 8 rows: a lane's K fragment is exactly one 8-dim code per key; Q's head dims are
 //    permuted to match, for free), exact int32 sums per group scaled by q_scale * k_scale;
 //    P^T by movmatrix; O^T = V^T P^T on bf16 tensor cores, the V nibbles turned into exact
-//    bf16 by the exponent trick (int8: exact fp16 V codes on fp16 tensor cores, P times the V
+//    bf16 subnormals (n 2^-133) by one byte permute per two values (int8: exact fp16 V codes on fp16 tensor cores, P times the V
 //    scale over a running maximum of the V scales). Offsets of the raw nibbles (E8's coset bit
 //    and +-1/2 shifts, int4's sign, E8P's +-1/4 shift) are added back exactly by small extra
 //    MMAs against per-block Q sums (K) or P sums (V); rk2v4-e8's E8P K codes go through two

@@ -30,9 +30,10 @@
 //    P^T's B fragment is P (times the V scale of its key and group) transposed by movmatrix. V^T's A fragment: lane (g, c) takes, per group grp, code block
 //    8 grp + g of keys 2c, 2c + 1, 2c + 8, 2c + 9 (one code each); value e of the block is head
 //    dim 64 grp + 8 g + e and sits in m-tile 4 grp + e / 2, row g + 8 (e % 2). Two keys' nibbles
-//    are paired per register by one byte permute and become exact bf16 128 + n by the exponent
-//    trick; O = 2 sum P'(128 + n) + sum P' c - 272 sum P' (E8; int4: sum P'(136 + v) - 136
-//    sum P'), the last two sums from one more MMA per group whose A rows are c and 1.
+//    are paired per register by one byte permute as exact bf16 subnormals n 2^-133
+//    (nib_mtile_sub; P' = P v_scale enters as P' 2^64); O = 2 sum P' n + sum P' c - 16 sum P'
+//    (E8; int4: sum P'(n ^ 8) - 8 sum P'), the last two sums from one more MMA per group whose
+//    A rows are c and 1 (times 2^-69).
 //  - Codes and scales of the next slice are loaded (plain 4- and 8-byte global loads) while the
 //    current one is computed (PIPE: the loop variants, below).
 // Before the page walk, loads in the order their data is needed (a warp's loads return in
@@ -104,25 +105,21 @@ __device__ __forceinline__ uint32_t e8_fix_nibble7(uint32_t w) {
   return bit_select(w, (w & 0x01111111u) * 0x11111111u, 0x10000000u);
 }
 
-// V^T fragment register of byte J of two codes' nibble words x (low half) and y (high half):
-// HI = 0: the low nibbles (value 2J of the block), 1: the high nibbles (2J + 1), as bf16
-// 128 + n (n = the unsigned nibble; int4: n ^ 8 = value + 8). Exact.
-// (HI = 1 is called with the words already shifted right by 4.)
-template <int J, int HI, bool INT4>
-__device__ __forceinline__ uint32_t nib_pair_bf16(uint32_t x, uint32_t y) {
-  constexpr uint32_t sel = J | (J << 4) | ((4 + J) << 8) | ((4 + J) << 12);
-  const uint32_t r = __byte_perm(x, y, sel);
-  return INT4 ? and_xor(r, 0x000F000Fu, 0x43084308u) : and_or(r, 0x000F000Fu, 0x43004300u);
-}
-
-// V^T's A fragment of m-tile 4 grp + J (block values 2J, 2J + 1) from the four keys' code
-// words x (y = x >> 4): rows g (value 2J) and g + 8 (2J + 1), keys 2c, 2c + 1 | 2c + 8, 2c + 9.
-template <int J, bool INT4>
-__device__ __forceinline__ void nib_mtile(const uint32_t x[4], const uint32_t y[4], uint32_t a[4]) {
-  a[0] = nib_pair_bf16<J, 0, INT4>(x[0], x[1]);
-  a[1] = nib_pair_bf16<J, 1, INT4>(y[0], y[1]);
-  a[2] = nib_pair_bf16<J, 0, INT4>(x[2], x[3]);
-  a[3] = nib_pair_bf16<J, 1, INT4>(y[2], y[3]);
+// V^T's A fragment of m-tile 4 grp + J (block values 2J, 2J + 1): rows g (value 2J) and g + 8
+// (2J + 1), keys 2c, 2c + 1 | 2c + 8, 2c + 9, each nibble n as the bf16 subnormal n 2^-133
+// (mantissa n, exponent 0), one byte permute per register. xl, xh hold the low and the high
+// nibbles of each byte of the four keys' code words (bytes <= 15), so the permute's
+// sign-replicating selectors (bit 3) give the zero upper bytes. Exact: the tensor cores take
+// subnormal bf16 inputs as they are (the fp64 attention tests, session 8). Against bf16
+// 128 + n (a permute and a mask-and-or per register) this is 28 instead of 36 ALU
+// instructions per 64-dim group: 0.95-0.96x of rk2v4-e8's time at 32/8/128 (H200).
+template <int J>
+__device__ __forceinline__ void nib_mtile_sub(const uint32_t xl[4], const uint32_t xh[4], uint32_t a[4]) {
+  constexpr uint32_t sel = J | ((J | 8) << 4) | ((4 + J) << 8) | (((4 + J) | 8) << 12);
+  a[0] = prmt_sign(xl[0], xl[1], sel);
+  a[1] = prmt_sign(xh[0], xh[1], sel);
+  a[2] = prmt_sign(xl[2], xl[3], sel);
+  a[3] = prmt_sign(xh[2], xh[3], sel);
 }
 
 // One int4 code block -> int8 bytes: values 0, 2, 4, 6 in lo and 1, 3, 5, 7 in hi, each as
@@ -498,6 +495,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // output at the end (P' below is P v_scale; a power of two: the same bf16 roundings).
   constexpr float k_mul = FMT == 2 ? 1.0f / 16 : (FMT == 3 || FMT == 1 ? 1.0f : 0.25f);  // E8: (2y / 2) via ia + cor / 2; E8P: 4y
   constexpr float v_mul = FMT == 2 ? 1.0f : 0.5f;
+  // The nibble kinds' P V in scaled units (pv below): P'' = P v_scale kPvScale; the offsets'
+  // MMA rows are kCorOne2 (bf16 2^-69 twice).
+  constexpr float kPvScale = 18446744073709551616.0f;  // 2^64
+  constexpr uint32_t kCorOne2 = 0x1D001D00u;            // bf16 2^-69, twice
   const float q_mul = k_mul * p.scale_log2;
   float qs0[NG], qs1[NG];
   // rk4v4-e8 K: the int8 product runs on the unsigned nibbles n (2y = 2n + c - 16, c the coset
@@ -746,36 +747,37 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     } else {
 #pragma unroll
       for (int grp = 0; grp < NG; ++grp) {
-        const float v0 = scale_of(vs0, grp), v1 = scale_of(vs1, grp);
+        const float v0 = scale_of(vs0, grp) * kPvScale, v1 = scale_of(vs1, grp) * kPvScale;
         // P^T fragment: rows g; keys 2c, 2c + 1 (b0) and 2c + 8, 2c + 9 (b1).
         const uint32_t b0 = movmatrix_trans(cvt_bf16x2(sp(p0, v0), sp(p1, v0)));
         const uint32_t b1 = movmatrix_trans(cvt_bf16x2(sp(p2, v1), sp(p3, v1)));
-        // V^T: the raw nibbles n as bf16 128 + n; value = n + c / 2 - 8 (E8, in units of 2 y / 2)
-        // or n - 8 (int4), so O / v_mul = OA * sum(P' (128 + n)) + sum(P' c) + OB * sum(P'),
-        // with P' = P v_scale and OA, OB (the epilogue); the last two sums come from one more MMA whose
-        // A rows are c (pairs of keys) and 1.
-        uint32_t x[4], y[4];  // y: x >> 4, the high nibbles
+        // V^T: the raw nibbles n (int4: n ^ 8) as bf16 subnormals n 2^-133 (nib_mtile_sub);
+        // value = n + c / 2 - 8 (E8, in units of 2 y / 2) or (n ^ 8) - 8 (int4). With P' = P
+        // v_scale and P'' = P' 2^64 the MMA sums are 2^-69 sum(P' n); one more MMA whose A
+        // rows are c (pairs of keys) and 1, both times 2^-69, gives 2^-5 sum(P' c) and 2^-5
+        // sum(P'); the epilogue combines them (OA, OB, kCorScale).
+        uint32_t xl[4], xh[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          x[j] = FMT == 2 ? s.v[j][grp] : e8_fix_nibble7(s.v[j][grp]);
-          y[j] = x[j] >> 4;
+          const uint32_t x = FMT == 2 ? s.v[j][grp] : e8_fix_nibble7(s.v[j][grp]);
+          xl[j] = FMT == 2 ? and_xor(x, 0x0F0F0F0Fu, 0x08080808u) : x & 0x0F0F0F0Fu;
+          xh[j] = FMT == 2 ? and_xor(x >> 4, 0x0F0F0F0Fu, 0x08080808u) : (x >> 4) & 0x0F0F0F0Fu;
         }
         {
           uint32_t a[4];
-          a[0] = FMT == 2 ? 0u : bit28_pair(s.v[0][grp], s.v[1][grp], 0x3F803F80u);
-          a[2] = FMT == 2 ? 0u : bit28_pair(s.v[2][grp], s.v[3][grp], 0x3F803F80u);
-          a[1] = a[3] = 0x3F803F80u;
+          a[0] = FMT == 2 ? 0u : bit28_pair(s.v[0][grp], s.v[1][grp], kCorOne2);
+          a[2] = FMT == 2 ? 0u : bit28_pair(s.v[2][grp], s.v[3][grp], kCorOne2);
+          a[1] = a[3] = kCorOne2;
           mma_bf16_16816(cor[grp], a, b0, b1);
         }
-        constexpr bool I4 = FMT == 2;
         uint32_t a[4];
-        nib_mtile<0, I4>(x, y, a);
+        nib_mtile_sub<0>(xl, xh, a);
         mma_bf16_16816(o[4 * grp + 0], a, b0, b1);
-        nib_mtile<1, I4>(x, y, a);
+        nib_mtile_sub<1>(xl, xh, a);
         mma_bf16_16816(o[4 * grp + 1], a, b0, b1);
-        nib_mtile<2, I4>(x, y, a);
+        nib_mtile_sub<2>(xl, xh, a);
         mma_bf16_16816(o[4 * grp + 2], a, b0, b1);
-        nib_mtile<3, I4>(x, y, a);
+        nib_mtile_sub<3>(xl, xh, a);
         mma_bf16_16816(o[4 * grp + 3], a, b0, b1);
       }
     }
@@ -880,11 +882,13 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // warp order, then written as the split's partial rows (or, with one split, normalised and
   // rotated back by write_tile).
   float* Ow = big;
-  // O / v_mul = OA * (the MMA sums) + sum(P' c) + OB * sum(P'): E8 2 (128 + n) + c - 272 = 2 y
-  // (2 y / 2 is the value in units of v_mul); int4 (128 + (n ^ 8)) - 136 = v. The MMA sums are exact
-  // sums of bf16 products in fp32; the cancellation costs at most ~2^-24 * 272 / 16 relative
-  // to the output's scale, far below the 2^-9 of P's rounding.
-  constexpr float OA = FMT == 2 ? 1.0f : 2.0f, OB = FMT == 2 ? -136.0f : -272.0f;
+  // O / v_mul = OA * sum(P' n) + sum(P' c) + OB * sum(P'): E8 2 n + c - 16 = 2 y (2 y / 2 is
+  // the value in units of v_mul); int4 (n ^ 8) - 8 = v. In the MMAs' units (pv): sum(P' n) =
+  // 2^69 o and the offsets' sums = 2^5 cor (kCorScale). The MMA sums are sums of exact bf16
+  // products in fp32 (a product below 2^-126, P' n < 2^-57, may be flushed: far below the
+  // 2^-9 of P's rounding relative to the row's largest term).
+  constexpr float OA = FMT == 2 ? 590295810358705651712.0f : 1180591620717411303424.0f;  // 2^69, 2^70
+  constexpr float OB = FMT == 2 ? -8.0f : -16.0f, kCorScale = 32.0f;
 #pragma unroll
   for (int grp = 0; grp < NG; ++grp)
 #pragma unroll
@@ -894,10 +898,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       const float* k = cor[grp];
       const float va = FMT == 1 ? sref[grp] : OA;  // int8: cor stays 0
       constexpr float om = FMT == 1 ? 1.0f : v_mul;  // int8 V has its own scaling (sref)
+      const float ks = FMT == 1 ? 0.0f : kCorScale;
       *reinterpret_cast<float2*>(Ow + (warp * R8 + 2 * cq) * OP + d) =
-          make_float2(om * (va * c[0] + k[0] + OB * k[2]), om * (va * c[2] + k[0] + OB * k[2]));
+          make_float2(om * (va * c[0] + ks * (k[0] + OB * k[2])), om * (va * c[2] + ks * (k[0] + OB * k[2])));
       *reinterpret_cast<float2*>(Ow + (warp * R8 + 2 * cq + 1) * OP + d) =
-          make_float2(om * (va * c[1] + k[1] + OB * k[3]), om * (va * c[3] + k[1] + OB * k[3]));
+          make_float2(om * (va * c[1] + ks * (k[1] + OB * k[3])), om * (va * c[3] + ks * (k[1] + OB * k[3])));
     }
   if (gq == 0) {
     m_w[warp * R8 + 2 * cq] = m0;
