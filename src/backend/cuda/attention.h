@@ -20,18 +20,18 @@
 //    n = 8 rows: a lane's K fragment is exactly one 8-dim code per key; Q's head dims are
 //    permuted to match, for free), exact int32 sums per group scaled by q_scale * k_scale;
 //    P^T by movmatrix; O^T = V^T P^T on bf16 tensor cores, the V nibbles turned into exact
-//    bf16 subnormals (n 2^-133) by one byte permute per two values (int8: exact fp16 V codes on fp16 tensor cores, P times the V
-//    scale over a running maximum of the V scales). Offsets of the raw nibbles (E8's coset bit
-//    and +-1/2 shifts, int4's sign, E8P's +-1/4 shift) are added back exactly by small extra
-//    MMAs against per-block Q sums (K) or P sums (V); rk2v4-e8's E8P K codes go through two
+//    bf16 subnormals (n 2^-133) by one byte permute per two values (int8: exact fp16 V codes
+//    on fp16 tensor cores, P times the V scale over a running maximum of the V scales).
+//    Offsets of the raw nibbles (E8's coset bit and +-1/2 shifts, int4's sign, E8P's +-1/4
+//    shift) are added back exactly by small extra MMAs against per-block Q sums (K) or P sums
+//    (V); rk2v4-e8's E8P K codes go through two
 //    small shared tables (built once on the host), copied once per bank group. The Q
 //    prologue (load, rotation, quantisation) runs in registers, one warp per two rows, while
 //    the first slices load; int4 and rk2v4-e8 take page ids from a per-warp shared ring that
 //    cp.async fills 32 pages ahead; a slice's row maxima are reduced only when a score
 //    exceeds its row's running maximum (rk4v4-e8 and rk2v4-e8 start that maximum at a finite
-//    -1e30, so their exponentials need no -inf guards). On sm_90 the kernel is a programmatic dependent
-//    launch of its predecessor. Up to
-//    128 KV splits (batch 1 with 2 kv heads). The loop over slices has variants (PIPE: one or
+//    -1e30, so their exponentials need no -inf guards). On sm_90 the kernel is a programmatic
+//    dependent launch of its predecessor. Up to 128 KV splits (batch 1 with 2 kv heads). The loop over slices has variants (PIPE: one or
 //    two register sets, software pipelined or not), chosen per format and head_dim
 //    (comp_pipe, attention.cu).
 //  - decode tiles, minifloat caches (fp8, nvfp4, k8v4; attention_lowbit.cuh): the bf16 walk
