@@ -68,7 +68,7 @@ struct KernelParams {
   int k_cb, v_cb, k_blk, v_blk;
   const uint32_t* e8p_abs;  // [256]
   const uint2* e8p_mag;     // [256] magnitude entries (e8p_tables.h; decode_comp_kernel FMT 4, 6)
-  const uint4* e8p_sgn;     // [128] sign entries
+  const uint2* e8p_sgn;     // [256] XOR entries (signs and t)
 };
 
 // KIND 2 (compressed caches, prefill kernel): expands rows [0, rows) of a block of codes (codes [rows][cb], then scales

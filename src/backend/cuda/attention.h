@@ -135,7 +135,7 @@ class PagedAttention {
   // rk2v4-e8: the E8P abs table and the decode tables built from it (E8pTables, kv_codecs.cuh)
   const uint32_t* e8p_abs_ = nullptr;
   const uint2* e8p_mag_ = nullptr;
-  const uint4* e8p_sgn_ = nullptr;
+  const uint2* e8p_sgn_ = nullptr;
   float* d_part_ = nullptr;  // [splits][n_rows_total][head_dim] partial O, then [splits][n_rows_total][2] (m, l)
   size_t d_part_bytes_ = 0;
 };
