@@ -1264,6 +1264,14 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     // at 128K, 42 pages per split, 49 stay the faster).
     if (c == 0 && shape_.kind == CacheKind::Rk2 && k.slots > 2 * num_sms_ && max_pages[c] < 16 * splits)
       splits = std::max(1, 2 * num_sms_ / ctas);
+    // The same at 2 CTAs per SM (the register kernel at head_dim 256, and int4, int8, rk4v4-e8
+    // at 128): below 6 pages per split a second CTA per SM costs more (its prologue, its
+    // partial rows and twice the merge's) than it gains: one wave of 1 per SM (H200,
+    // 16/2/256, batch 1, 32K, 4 pages per split: rk2v4-e8 64 splits 0.0148 ms against 128
+    // 0.0156, int4 0.0138 against 0.0144; 24/4/256 at 7.8 pages per split: 66 stay faster).
+    if (c == 0 && cls_[0].rows == kCompRows && shape_.kind != CacheKind::Bf16 && k.slots == 2 * num_sms_ &&
+        max_pages[c] < 6 * splits)
+      splits = std::max(1, num_sms_ / ctas);
     splits = std::min(splits, std::max(1, max_pages[c] / 4));
     splits = std::min(splits, c == 0 && shape_.kind != CacheKind::Bf16 ? kMaxSplits : 64);
     const size_t row_bytes = size_t(n_rows_total_) * (size_t(shape_.head_dim) + 2) * 4;
