@@ -1,7 +1,7 @@
 // The two expansions of rk2v4-e8 K codes used by the CUDA decode kernel, both plain C++ too,
 // against the CPU reference decoder on every one of the 65,536 codes: the integer-arithmetic
-// one (backend/cuda/e8p_alu.h) must give the reference's 4 y exactly, the two-table one
-// (backend/cuda/e8p_tables.h) 4 y less the shift t that the kernel adds separately.
+// one (backend/cuda/e8p_alu.h) and the two-table one (backend/cuda/e8p_tables.h) must both give
+// the reference's 4 y exactly.
 #include <gtest/gtest.h>
 
 #include "backend/cuda/e8p_alu.h"
@@ -49,42 +49,50 @@ TEST(E8pAlu, TableWordsCarryMagnitudesAndSignParity) {
 }
 
 // The tables as decode_comp_kernel fills them (256 magnitude entries from the device abs
-// entries, 128 sign entries), looked up at the code's two bit fields.
-TEST(E8pTables, EveryCodeExpandsToTheReferenceValuesLessTheShift) {
-  uint32_t mx[256], my[256], sm[128][4];
+// entries, 256 XOR entries), looked up at the code's two bytes: 4 y exactly, t included.
+TEST(E8pTables, EveryCodeExpandsToTheReferenceValues) {
+  uint32_t mx[256], my[256], sx[256], sy[256];
   for (int i = 0; i < 256; ++i) cuda::e8p_tables::magnitudes(cuda::e8p_alu::abs_entry(i), mx[i], my[i]);
-  for (uint32_t s = 0; s < 128; ++s) cuda::e8p_tables::sign_masks(s, sm[s]);
+  for (uint32_t b = 0; b < 256; ++b) cuda::e8p_tables::xor_masks(b, sx[b], sy[b]);
   int checked = 0;
   for (uint32_t c = 0; c < 65536; ++c) {
     int q[8];
     codecs::e8p16::decode_block_q4(uint16_t(c), q);
     uint32_t lo = 0, hi = 0;
-    cuda::e8p_tables::apply(mx[c & 0xFF], my[c & 0xFF], sm[(c >> 8) & 0x7F], lo, hi);
-    const int t = (c & 0x8000u) ? -1 : 1;
+    cuda::e8p_tables::apply(mx[c & 0xFF], my[c & 0xFF], sx[c >> 8], sy[c >> 8], lo, hi);
     for (int i = 0; i < 8; ++i) {
       const int8_t b = int8_t(((i < 4 ? lo : hi) >> (8 * (i % 4))) & 0xFF);
-      ASSERT_EQ(int(b) + t, q[i]) << "code " << c << " value " << i;
+      ASSERT_EQ(int(b), q[i]) << "code " << c << " value " << i;
     }
     ++checked;
   }
   EXPECT_EQ(checked, 65536);
 }
 
-// The sign entry's 8th mask is the parity of the seven stored signs (the pattern's own parity
-// lives in the magnitude entry): checked bit by bit against a count.
-TEST(E8pTables, SignEntriesNegateTheStoredSignsAndTheirParity) {
-  for (uint32_t s = 0; s < 128; ++s) {
-    uint32_t m[4];
-    cuda::e8p_tables::sign_masks(s, m);
+// The XOR trick needs every magnitude byte = 2 mod 4 (then negation, +1 and -1 are XORs):
+// checked on its own for all 256 entries.
+TEST(E8pTables, MagnitudeBytesAreTwoModFour) {
+  for (int i = 0; i < 256; ++i) {
+    uint32_t x = 0, y = 0;
+    cuda::e8p_tables::magnitudes(cuda::e8p_alu::abs_entry(i), x, y);
+    for (int k = 0; k < 8; ++k) ASSERT_EQ(((k < 4 ? x : y) >> (8 * (k % 4))) & 3u, 2u) << "entry " << i << " value " << k;
+  }
+}
+
+// The XOR entry's 8th negation is the parity of the seven stored signs (the pattern's own
+// parity lives in the magnitude entry) and its low bits are t's: checked bit by bit.
+TEST(E8pTables, XorEntriesNegateTheStoredSignsTheirParityAndAddT) {
+  for (uint32_t b = 0; b < 256; ++b) {
+    uint32_t m[2];
+    cuda::e8p_tables::xor_masks(b, m[0], m[1]);
+    const uint32_t t_bits = (b & 0x80u) ? 0x03u : 0x01u;
     int ones = 0;
-    for (int i = 0; i < 7; ++i) {
-      const uint32_t mask = ((i < 4 ? m[0] : m[1]) >> (8 * (i % 4))) & 0xFF;
-      ASSERT_EQ(mask, ((s >> i) & 1u) ? 0xFFu : 0u) << "signs " << s << " value " << i;
-      ones += int((s >> i) & 1u);
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t mask = (m[i / 4] >> (8 * (i % 4))) & 0xFF;
+      const bool neg = i < 7 ? ((b >> i) & 1u) != 0 : (ones % 2) != 0;
+      ASSERT_EQ(mask, (neg ? 0xFCu : 0u) ^ t_bits) << "byte " << b << " value " << i;
+      if (i < 7) ones += int((b >> i) & 1u);
     }
-    EXPECT_EQ(m[1] >> 24, (ones % 2) ? 0xFFu : 0u) << "signs " << s;
-    EXPECT_EQ(m[2], m[0] & 0x01010101u);
-    EXPECT_EQ(m[3], m[1] & 0x01010101u);
   }
 }
 

@@ -39,8 +39,11 @@ constexpr int kThreads = 128;
 constexpr int kPage = kCachePageSize;
 constexpr float kLog2e = 1.4426950408889634f;
 
-// Chunk record in device memory: tok0, n_tokens, start_pos, table offset, n_blocks.
-constexpr int kChunkInts = 5;
+// Work item of a CTA in device memory (PagedAttention::plan): its tile's first query row and its
+// chunk's tok0, n_tokens, start_pos and page-table offset, padded to 32 bytes, so that a CTA
+// learns all of it in one round trip (the page ids are the next one). A separate chunk record
+// cost a second, dependent round trip before the page ids (~0.3 us of a batch-1 step).
+constexpr int kWorkInts = 8;
 
 // Swizzle of a bf16 [rows][D] tile (see the top of this file).
 __device__ __forceinline__ int swz(int r, int c) { return c ^ (r & 7); }
@@ -50,9 +53,8 @@ struct KernelParams {
   int q_ld;
   const uint8_t* k_pool;
   const uint8_t* v_pool;
-  const int32_t* chunks;
   const int32_t* tables;
-  const int32_t* work;  // [n_work][2]
+  const int32_t* work;  // [n_work][kWorkInts]
   int n_heads, n_kv_heads, group;
   int q_rot, o_rot;
   float scale_log2;  // softmax scale * log2(e)
@@ -68,7 +70,7 @@ struct KernelParams {
   int k_cb, v_cb, k_blk, v_blk;
   const uint32_t* e8p_abs;  // [256]
   const uint2* e8p_mag;     // [256] magnitude entries (e8p_tables.h; decode_comp_kernel FMT 4, 6)
-  const uint4* e8p_sgn;     // [128] sign entries
+  const uint2* e8p_sgn;     // [256] XOR entries (signs and t)
 };
 
 // KIND 2 (compressed caches, prefill kernel): expands rows [0, rows) of a block of codes (codes [rows][cb], then scales
@@ -223,6 +225,16 @@ __device__ void write_tile(const KernelParams& p, float* Os, int OP, const float
 // chunk and kv head, and its KV split's pages [p_begin, p_begin + n_iter) of the n_keys keys
 // those rows see (causal), the splits dividing the pages evenly (the merge and the planner
 // assume this partition). M: rows per tile.
+struct WorkItem {
+  int row0, tok0, n_tok, start;
+  const int32_t* table;
+};
+__device__ __forceinline__ WorkItem work_item(const KernelParams& p) {
+  const int4 a = *reinterpret_cast<const int4*>(p.work + kWorkInts * blockIdx.x);
+  const int toff = p.work[kWorkInts * blockIdx.x + 4];
+  return {a.x, a.y, a.z, a.w, p.tables + toff};
+}
+
 struct DecodeTile {
   int row0, kvh, split, tok0, start, g, R, row_end, n_keys, p_begin, n_iter;
   const int32_t* table;
@@ -230,16 +242,15 @@ struct DecodeTile {
 template <int M>
 __device__ __forceinline__ DecodeTile decode_tile(const KernelParams& p) {
   DecodeTile t;
-  const int chunk = p.work[2 * blockIdx.x];
-  t.row0 = p.work[2 * blockIdx.x + 1];
+  const WorkItem w = work_item(p);
+  t.row0 = w.row0;
   t.kvh = blockIdx.y;
   t.split = blockIdx.z;
-  const int32_t* ci = p.chunks + chunk * kChunkInts;
-  t.tok0 = ci[0];
-  t.start = ci[2];
-  t.table = p.tables + ci[3];
+  t.tok0 = w.tok0;
+  t.start = w.start;
+  t.table = w.table;
   t.g = p.group;
-  t.R = ci[1] * t.g;
+  t.R = w.n_tok * t.g;
   t.row_end = min(t.row0 + M, t.R);
   t.n_keys = t.start + (t.row_end - 1) / t.g + 1;
   const int n_pages = (t.n_keys + kPage - 1) / kPage;
@@ -381,11 +392,11 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
   float* lfin_s = alpha_s + 2 * M;
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int chunk = p.work[2 * blockIdx.x], row0 = p.work[2 * blockIdx.x + 1];
+  const WorkItem wi = work_item(p);
+  const int row0 = wi.row0;
   const int kvh = blockIdx.y, split = blockIdx.z;
-  const int32_t* ci = p.chunks + chunk * kChunkInts;
-  const int tok0 = ci[0], n_tok = ci[1], start = ci[2];
-  const int32_t* table = p.tables + ci[3];
+  const int tok0 = wi.tok0, n_tok = wi.n_tok, start = wi.start;
+  const int32_t* table = wi.table;
   const int g = p.group;
   const int R = n_tok * g;
   const int row_end = min(row0 + M, R);
@@ -931,11 +942,11 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
   __shared__ float4 red[kThreads];
   __shared__ float row[CW];
   __shared__ float inv_den;
-  const int chunk = p.work[2 * blockIdx.x], gr = p.work[2 * blockIdx.x + 1] + int(blockIdx.z) / NCH;
+  const WorkItem wi = work_item(p);
+  const int gr = wi.row0 + int(blockIdx.z) / NCH;
   const int col0 = (int(blockIdx.z) % NCH) * CW;
   const int kvh = blockIdx.y;
-  const int32_t* ci = p.chunks + chunk * kChunkInts;
-  const int tok0 = ci[0], n_tok = ci[1];
+  const int tok0 = wi.tok0, n_tok = wi.n_tok;
   const int g = p.group;
   if (gr >= n_tok * g) return;
   // Launched as a programmatic dependent of the decode kernel (launch_merge): everything above
@@ -959,16 +970,29 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
     }
   }
   if (threadIdx.x < 32) {
+    // Warp 0: every (m, l) pair of the row requested at once (one round trip; a loop of
+    // dependent reads took one per 32 splits, twice), then the max, the weights and their sum.
+    constexpr int NML = (kMaxSplits + 31) / 32;
+    const float2* ml_src = reinterpret_cast<const float2*>(p.part_ml) + grow;
+    float2 ml[NML];
+#pragma unroll
+    for (int i = 0; i < NML; ++i) {
+      const int s = threadIdx.x + 32 * i;
+      ml[i] = s < p.n_splits ? ml_src[size_t(s) * p.n_rows_total] : make_float2(-INFINITY, 0.0f);
+    }
     float mx = -INFINITY;
-    for (int s = threadIdx.x; s < p.n_splits; s += 32)
-      mx = fmaxf(mx, p.part_ml[(size_t(s) * p.n_rows_total + grow) * 2]);
+#pragma unroll
+    for (int i = 0; i < NML; ++i) mx = fmaxf(mx, ml[i].x);
     mx = warp_max(mx);
     float den = 0.0f;
-    for (int s = threadIdx.x; s < p.n_splits; s += 32) {
-      const float m = p.part_ml[(size_t(s) * p.n_rows_total + grow) * 2];
-      const float w = m == -INFINITY ? 0.0f : exp2f(m - mx);
-      w_s[s] = w;
-      den += w * p.part_ml[(size_t(s) * p.n_rows_total + grow) * 2 + 1];
+#pragma unroll
+    for (int i = 0; i < NML; ++i) {
+      const int s = threadIdx.x + 32 * i;
+      if (s < p.n_splits) {
+        const float w = ml[i].x == -INFINITY ? 0.0f : exp2f(ml[i].x - mx);
+        w_s[s] = w;
+        den += w * ml[i].y;
+      }
     }
     den = warp_sum(den);
     if (threadIdx.x == 0) inv_den = 1.0f / den;
@@ -1205,41 +1229,34 @@ PagedAttention::~PagedAttention() {
 void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, cudaStream_t s) {
   const int g = shape_.n_heads / shape_.n_kv_heads;
   n_rows_total_ = n_tokens_total * shape_.n_heads;
-  // Layout of the metadata upload: chunks [n_seqs][5], tables, work of class 0, work of class 1.
+  // Layout of the metadata upload: the page tables, then the work items of class 0 and of class
+  // 1 (kWorkInts each, 16-byte aligned).
   host_meta_.clear();
   int max_pages[2] = {0, 0};
   for (Class& c : cls_) c.work.clear();
-  size_t table_total = 0;
-  for (int i = 0; i < n_seqs; ++i) table_total += size_t(seqs[i].n_blocks);
-  host_meta_.resize(size_t(n_seqs) * kChunkInts + table_total);
-  size_t toff = size_t(n_seqs) * kChunkInts;
+  size_t toff = 0;
   for (int i = 0; i < n_seqs; ++i) {
     const AttnSeq& q = seqs[i];
     const int need = (q.start_pos + q.n_tokens + kPage - 1) / kPage;
     if (q.n_tokens <= 0 || q.n_blocks < need)
       throw std::runtime_error("CUDA attention: a chunk has no tokens or too few pages for its length");
-    int32_t* ci = host_meta_.data() + size_t(i) * kChunkInts;
-    ci[0] = q.tok0;
-    ci[1] = q.n_tokens;
-    ci[2] = q.start_pos;
-    ci[3] = int32_t(toff - size_t(n_seqs) * kChunkInts);
-    ci[4] = q.n_blocks;
-    std::memcpy(host_meta_.data() + toff, q.block_table, size_t(q.n_blocks) * 4);
-    toff += size_t(q.n_blocks);
+    host_meta_.insert(host_meta_.end(), q.block_table, q.block_table + q.n_blocks);
     const int rows = q.n_tokens * g;
     const int cls = rows <= 16 ? 0 : 1;
     const int M = cls_[cls].rows;
     for (int r0 = 0; r0 < rows; r0 += M) {
-      cls_[cls].work.push_back(i);
-      cls_[cls].work.push_back(r0);
+      const int32_t item[kWorkInts] = {r0, q.tok0, q.n_tokens, q.start_pos, int32_t(toff), 0, 0, 0};
+      cls_[cls].work.insert(cls_[cls].work.end(), item, item + kWorkInts);
     }
+    toff += size_t(q.n_blocks);
     max_pages[cls] = std::max(max_pages[cls], need);
   }
   size_t off_work[2];
-  off_work[0] = host_meta_.size();
-  host_meta_.insert(host_meta_.end(), cls_[0].work.begin(), cls_[0].work.end());
-  off_work[1] = host_meta_.size();
-  host_meta_.insert(host_meta_.end(), cls_[1].work.begin(), cls_[1].work.end());
+  for (int c = 0; c < 2; ++c) {
+    host_meta_.resize((host_meta_.size() + 3) / 4 * 4);  // 16-byte aligned work items
+    off_work[c] = host_meta_.size();
+    host_meta_.insert(host_meta_.end(), cls_[c].work.begin(), cls_[c].work.end());
+  }
 
   // Splits: when the (tile, kv head) CTAs do not fill the GPU's resident slots, split the KV
   // range so that they fill one wave (rounded down: a second, partly filled wave would cost a
@@ -1250,7 +1267,7 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
   size_t part_need = 0;
   for (int c = 0; c < 2; ++c) {
     Class& k = cls_[c];
-    k.n_work = int(k.work.size() / 2);
+    k.n_work = int(k.work.size() / kWorkInts);
     if (k.n_work == 0) {
       k.splits = 1;
       continue;
@@ -1264,6 +1281,14 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     // at 128K, 42 pages per split, 49 stay the faster).
     if (c == 0 && shape_.kind == CacheKind::Rk2 && k.slots > 2 * num_sms_ && max_pages[c] < 16 * splits)
       splits = std::max(1, 2 * num_sms_ / ctas);
+    // The same at 2 CTAs per SM (the register kernel at head_dim 256, and int4, int8, rk4v4-e8
+    // at 128): below 6 pages per split a second CTA per SM costs more (its prologue, its
+    // partial rows and twice the merge's) than it gains: one wave of 1 per SM (H200,
+    // 16/2/256, batch 1, 32K, 4 pages per split: rk2v4-e8 64 splits 0.0148 ms against 128
+    // 0.0156, int4 0.0138 against 0.0144; 24/4/256 at 7.8 pages per split: 66 stay faster).
+    if (c == 0 && cls_[0].rows == kCompRows && shape_.kind != CacheKind::Bf16 && k.slots == 2 * num_sms_ &&
+        max_pages[c] < 6 * splits)
+      splits = std::max(1, num_sms_ / ctas);
     splits = std::min(splits, std::max(1, max_pages[c] / 4));
     splits = std::min(splits, c == 0 && shape_.kind != CacheKind::Bf16 ? kMaxSplits : 64);
     const size_t row_bytes = size_t(n_rows_total_) * (size_t(shape_.head_dim) + 2) * 4;
@@ -1296,8 +1321,7 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
   std::memcpy(pinned_, host_meta_.data(), bytes);
   NINFER_CUDA_CHECK(cudaMemcpyAsync(d_meta_, pinned_, bytes, cudaMemcpyHostToDevice, s));
   const int32_t* base = static_cast<const int32_t*>(d_meta_);
-  d_chunks_ = base;
-  d_tables_ = base + size_t(n_seqs) * kChunkInts;
+  d_tables_ = base;
   cls_[0].d_work = base + off_work[0];
   cls_[1].d_work = base + off_work[1];
 }
@@ -1312,7 +1336,6 @@ void PagedAttention::run(const float* q, int q_ld, const uint8_t* k_pool, const 
     kp.q_ld = q_ld;
     kp.k_pool = k_pool;
     kp.v_pool = v_pool;
-    kp.chunks = d_chunks_;
     kp.tables = d_tables_;
     kp.work = k.d_work;
     kp.n_heads = shape_.n_heads;

@@ -115,7 +115,7 @@ class PagedAttention {
   struct Class {
     int mt = 1;
     int rows = 16;  // query rows per tile (the compressed kinds' decode kernel: 8)
-    std::vector<int32_t> work;  // host: (chunk, row0) pairs
+    std::vector<int32_t> work;  // host: the work items (attention.cu, kWorkInts ints each)
     int n_work = 0, splits = 1;
     int slots = 0;  // CTAs of this class resident on the whole GPU at once
     const int32_t* d_work = nullptr;
@@ -130,12 +130,11 @@ class PagedAttention {
   size_t pinned_bytes_ = 0;
   void* d_meta_ = nullptr;
   size_t d_meta_bytes_ = 0;
-  const int32_t* d_chunks_ = nullptr;
   const int32_t* d_tables_ = nullptr;
   // rk2v4-e8: the E8P abs table and the decode tables built from it (E8pTables, kv_codecs.cuh)
   const uint32_t* e8p_abs_ = nullptr;
   const uint2* e8p_mag_ = nullptr;
-  const uint4* e8p_sgn_ = nullptr;
+  const uint2* e8p_sgn_ = nullptr;
   float* d_part_ = nullptr;  // [splits][n_rows_total][head_dim] partial O, then [splits][n_rows_total][2] (m, l)
   size_t d_part_bytes_ = 0;
 };

@@ -18,11 +18,11 @@
 //        parity bit back); 2y = 2n + c - 16 is restored exactly by starting the int32
 //        accumulators at -8 sum(q) per group and adding sum_blocks c Qbs (the coset bits of the
 //        lane's blocks times the rows' int8 Q sums per block) from an fp16 m16n8k8 MMA;
-//      rk2v4-e8 (FMT 4, the default): magnitudes 2|a| and sign masks from two shared tables
-//        indexed by the code's two bit fields (e8p_tables.h); the +-1 shift t of each
-//        block is again an fp16 MMA against the Q block sums. FMT 5 (NINFER_CUDA_E8P_DECODE=
-//        alu): one 4-byte shared table word per code, signs and t in integer arithmetic
-//        (e8p_alu.h), so the bytes are 4y and the int8 MMA alone gives the scores.
+//      rk2v4-e8 (FMT 6, the default, and 4): magnitudes 2|a| and XOR masks (the signs and the
+//        +-1 shift t) from two shared tables indexed by the code's two bytes (e8p_tables.h),
+//        one XOR per register, so the bytes are 4y and the int8 MMA alone gives the scores.
+//        FMT 5 (NINFER_CUDA_E8P_DECODE=alu): one 4-byte shared table word per code, signs and
+//        t in integer arithmetic (e8p_alu.h), again 4y.
 //    Group sums are scaled by q_scale * k_scale. int8: the K codes are the A operand as stored.
 //  - Online softmax on S^T's accumulators: lane holds keys g, g + 8 of rows 2c, 2c + 1; the
 //    row max is a 3-step shuffle over g; O is rescaled only when a row max moved.
@@ -132,21 +132,22 @@ __device__ __forceinline__ void int4_dec8(uint32_t code, uint32_t& lo, uint32_t&
 // The FMT template argument of decode_comp_kernel: the K decode (V: int8, int4 nibbles, or
 // the E8 nibbles of rk4v4-e8, which rk2v4-e8 shares).
 //   1 int8, 2 int4, 3 rk4v4-e8,
-//   4 rk2v4-e8 with two shared tables (magnitudes; sign masks, e8p_tables.h) and the +-1
-//     shift t as an fp16 MMA,
+//   4 rk2v4-e8 with two shared tables (magnitudes; XOR masks of the signs and the +-1 shift t,
+//     e8p_tables.h),
 //   5 rk2v4-e8 with one 4-byte shared table and the signs and t in integer arithmetic
 //     (e8p_alu.h; NINFER_CUDA_E8P_DECODE=alu, attention.cu),
 //   6 rk2v4-e8 as 4, with both tables replicated once per shared-memory bank group
 //     (NINFER_CUDA_E8P_DECODE=banked; kE8pBankedBytes of dynamic shared memory): lane l reads
-//     copy l % 16 of a magnitude entry (8 bytes) and copy l % 8 of a sign entry (16 bytes), so
-//     that the lanes of one memory phase (16 lanes for 8-byte loads, 8 for 16-byte ones) hit
-//     distinct banks whatever codes they hold. FMT 4's random indices cost ~7.9 wavefronts per
-//     lookup instead of 2 or 4 (ncu, session 5: L1 73 % busy).
+//     copy l % 16 of an entry (8 bytes), so that the 16 lanes of one memory phase hit distinct
+//     banks whatever codes they hold. FMT 4's random indices cost ~7.9 wavefronts per lookup
+//     instead of 2 (ncu, session 5: L1 73 % busy).
 constexpr bool is_e8p(int fmt) { return fmt == 4 || fmt == 5 || fmt == 6; }
 constexpr bool e8p_tables_fmt(int fmt) { return fmt == 4 || fmt == 6; }  // the two tables of e8p_tables.h
-// FMT 6's dynamic shared memory: magnitudes [256 entries][16 copies] uint2, then sign masks
-// [128][8] uint4; one entry's copies are 128 bytes (all 32 banks).
-constexpr int kE8pBankedT = 256 * 128, kE8pBankedBytes = kE8pBankedT + 128 * 128;
+// FMT 6's dynamic shared memory: 256 rows of 256 bytes, row r = the 16 copies (uint2) of XOR
+// entry r, then those of magnitude entry r (one entry's copies: 128 bytes, all 32 banks), so
+// that a lookup's byte offset is one byte permute: the code byte as byte 1, the lane's copy
+// offset as byte 0. After the page walk the rows hold the warps' O exchange instead.
+constexpr int kE8pBankedBytes = 256 * 256;
 
 __device__ __forceinline__ void mma_u8s8_16832(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -298,15 +299,17 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   constexpr int KCB = is_e8p(FMT) ? D / 4 : (FMT == 1 ? D : D / 2), VCB = FMT == 1 ? D : D / 2;  // code bytes per row
   constexpr size_t KBLK = size_t(kPage) * (KCB + 2 * NG), VBLK = size_t(kPage) * (VCB + 2 * NG);
   constexpr int OP = D + 2;  // row pitch of the O exchange (the epilogue)
-  __shared__ __align__(16) float big[4 * R8 * OP];  // O exchange [4 warps][8 rows][OP]
+  // O exchange [4 warps][8 rows][OP]; FMT 6: in the table copies' memory, free after the walk
+  static_assert(4 * R8 * OP * 4 <= kE8pBankedBytes, "the O exchange fits in FMT 6's table memory");
+  __shared__ __align__(16) float big[FMT == 6 ? 1 : 4 * R8 * OP];
   __shared__ __align__(16) int8_t Q8[R8 * D];
   __shared__ float Qsc[R8 * NG];
   __shared__ int Qbs[R8 * D / 8], Qgs[R8 * NG];  // int8 Q sums per 8-dim block and per group
   // rk2v4-e8 K (E8P, e8p_tables.h): e8pT[pattern] = the 8 values 2|a_i| as bytes (value 7
-  // negated when the pattern's sign parity is odd); e8pS[7 stored signs] = per-byte masks of
-  // the negative values (the 8th from the signs' parity) and those masks & 0x01 per byte.
+  // negated when the pattern's sign parity is odd); e8pS[code byte 1] = per-byte XOR masks
+  // that negate (the 8th sign from the 7's parity) and add t.
   __shared__ uint2 e8pT[FMT == 4 ? 256 : 1];
-  __shared__ uint4 e8pS[FMT == 4 ? 128 : 1];
+  __shared__ uint2 e8pS[FMT == 4 ? 256 : 1];
   extern __shared__ __align__(128) uint8_t e8p_banked[];  // FMT 6: kE8pBankedBytes (above)
   __shared__ uint32_t e8pW[FMT == 5 ? 256 : 1];  // FMT 5: e8p_alu::table_word of each entry
   __shared__ float m_w[4 * R8], l_w[4 * R8], mfin_s[R8], lfin_s[R8];
@@ -315,16 +318,17 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gq = lane / 4, cq = lane % 4;
-  const uint32_t lane_t = (lane & 15) * 8, lane_s = (lane & 7) * 16;  // FMT 6: the lane's table copies
+  // FMT 6: the lane's copy offsets in a row (magnitudes in the upper half)
+  const uint32_t lane_s = (lane & 15) * 8, lane_t = 128 + lane_s;
   // rk2v4-e8's table entries (built on the host, kv_append.cu) are requested first: they depend
   // on nothing, and a warp's loads return in order.
-  static_assert(kThreads == 128, "one sign entry and two magnitude entries per thread");
-  uint2 tm0, tm1;
-  uint4 ts;
+  static_assert(kThreads == 128, "two XOR and two magnitude entries per thread");
+  uint2 tm0, tm1, ts0, ts1;
   if constexpr (e8p_tables_fmt(FMT)) {
     tm0 = __ldg(p.e8p_mag + tid);
     tm1 = __ldg(p.e8p_mag + 128 + tid);
-    ts = __ldg(p.e8p_sgn + tid);
+    ts0 = __ldg(p.e8p_sgn + tid);
+    ts1 = __ldg(p.e8p_sgn + 128 + tid);
   }
   // A programmatic dependent launch (comp_kernel_call): the predecessor kernel may still run
   // until here. Before this point only the tables above (written once, at start-up) are read.
@@ -456,23 +460,23 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   if constexpr (FMT == 4) {
     e8pT[tid] = tm0;
     e8pT[tid + 128] = tm1;
-    e8pS[tid] = ts;
+    e8pS[tid] = ts0;
+    e8pS[tid + 128] = ts1;
   }
   if constexpr (FMT == 5) {
     for (int i = tid; i < 256; i += kThreads) e8pW[i] = e8p_alu::table_word(__ldg(p.e8p_abs + i));
   }
   if constexpr (FMT == 6) {
-    // The copies of this thread's entries, 16 bytes per store (two magnitude copies at once);
-    // entry e's copies fill bytes [128 e, 128 e + 128). The start column rotates with tid, so
-    // the 8 threads of a store phase write distinct banks.
-    uint4* rt = reinterpret_cast<uint4*>(e8p_banked);
-    uint4* rs = reinterpret_cast<uint4*>(e8p_banked + kE8pBankedT);
+    // Rows tid and tid + 128, 16 bytes (two copies) per store. The start column rotates with
+    // tid, so the 8 threads of a store phase write distinct banks.
+    uint4* rw = reinterpret_cast<uint4*>(e8p_banked);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int col = (j + tid) & 7;
-      rt[tid * 8 + col] = make_uint4(tm0.x, tm0.y, tm0.x, tm0.y);
-      rt[(tid + 128) * 8 + col] = make_uint4(tm1.x, tm1.y, tm1.x, tm1.y);
-      rs[tid * 8 + col] = ts;
+      rw[tid * 16 + col] = make_uint4(ts0.x, ts0.y, ts0.x, ts0.y);
+      rw[tid * 16 + 8 + col] = make_uint4(tm0.x, tm0.y, tm0.x, tm0.y);
+      rw[(tid + 128) * 16 + col] = make_uint4(ts1.x, ts1.y, ts1.x, ts1.y);
+      rw[(tid + 128) * 16 + 8 + col] = make_uint4(tm1.x, tm1.y, tm1.x, tm1.y);
     }
   }  // visible to the loop after the Q prologue's barrier
   // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group) ----
@@ -571,10 +575,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
 #pragma unroll
         for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]) + 0.5f * cr[e];  // exact: |.| < 2^22, halves
       } else if constexpr (is_e8p(FMT)) {
-        // E8P: 4y_i = s_i 2|a_i| + t (t = +-1 per block, code bit 15). FMT 4: the signed
-        // magnitudes from the two tables, the t term as an fp16 MMA (A: t of the lane's two
-        // blocks per key, B: the rows' block sums), so sum q 4y = ia + cr exactly. FMT 5: the
-        // bytes are 4y exactly (t included, e8p_alu.h), so sum q 4y = ia.
+        // E8P: 4y_i = s_i 2|a_i| + t (t = +-1 per block, code bit 15). FMT 4, 6: a magnitude
+        // entry XOR a mask entry; FMT 5: integer arithmetic (e8p_alu.h). Either way the bytes
+        // are 4y exactly, so sum q 4y = ia.
         int ia[4] = {0, 0, 0, 0};
 #pragma unroll
         for (int kk = 0; kk < 2; ++kk) {
@@ -584,30 +587,27 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
             const uint32_t code = kk ? s.k[h][grp][0] >> 16 : s.k[h][grp][0] & 0xFFFFu;
             if constexpr (FMT == 4) {
               const uint2 t = e8pT[code & 0xFFu];
-              const uint4 m = e8pS[(code >> 8) & 0x7Fu];
-              a[h] = (t.x ^ m.x) + m.z;  // e8p_tables::apply
-              a[h + 2] = (t.y ^ m.y) + m.w;
+              const uint2 m = e8pS[code >> 8];
+              a[h] = t.x ^ m.x;  // e8p_tables::apply
+              a[h + 2] = t.y ^ m.y;
             } else if constexpr (FMT == 6) {
-              // byte offsets: entry * 128 | the lane's copy (one shift and one LOP3 each)
+              // byte offsets: row = code byte 2 kk (magnitudes) or 2 kk + 1 (XOR masks) as byte
+              // 1, the lane's copy as byte 0, bytes 2, 3 from the copy offset's zero byte 1
               const uint32_t w = s.k[h][grp][0];
-              const uint32_t ot = (kk ? (w >> 9) & 0x7F80u : (w << 7) & 0x7F80u) | lane_t;
-              const uint32_t os = (kk ? (w >> 17) & 0x3F80u : (w >> 1) & 0x3F80u) | lane_s;
+              const uint32_t ot = __byte_perm(w, lane_t, kk ? 0x5524u : 0x5504u);
+              const uint32_t os = __byte_perm(w, lane_s, kk ? 0x5534u : 0x5514u);
               const uint2 t = *reinterpret_cast<const uint2*>(e8p_banked + ot);
-              const uint4 m = *reinterpret_cast<const uint4*>(e8p_banked + kE8pBankedT + os);
-              a[h] = (t.x ^ m.x) + m.z;  // e8p_tables::apply
-              a[h + 2] = (t.y ^ m.y) + m.w;
+              const uint2 m = *reinterpret_cast<const uint2*>(e8p_banked + os);
+              a[h] = t.x ^ m.x;  // e8p_tables::apply
+              a[h + 2] = t.y ^ m.y;
             } else {
               e8p_alu::decode(code, e8pW[code & 0xFFu], a[h], a[h + 2]);
             }
           }
           mma_s8_16832(ia, a, qf[2 * grp + kk][0], qf[2 * grp + kk][1]);
         }
-        float cr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if constexpr (e8p_tables_fmt(FMT))
-          mma_f16_1688(cr, and_or(s.k[0][grp][0], 0x80008000u, 0x3C003C00u), and_or(s.k[1][grp][0], 0x80008000u, 0x3C003C00u),
-                       qb[grp]);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) kv[e] = e8p_tables_fmt(FMT) ? float(ia[e]) + cr[e] : float(ia[e]);  // exact integers
+        for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]);  // exact integers
       } else if constexpr (FMT == 1) {
         int ia[4] = {0, 0, 0, 0};
 #pragma unroll
@@ -881,7 +881,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // meet at most two to a bank), are weighted by exp2(m_w - M) and summed over the warps in
   // warp order, then written as the split's partial rows (or, with one split, normalised and
   // rotated back by write_tile).
-  float* Ow = big;
+  if constexpr (FMT == 6) __syncthreads();  // every warp is done with the table copies
+  float* Ow = FMT == 6 ? reinterpret_cast<float*>(e8p_banked) : big;
   // O / v_mul = OA * sum(P' n) + sum(P' c) + OB * sum(P'): E8 2 n + c - 16 = 2 y (2 y / 2 is
   // the value in units of v_mul); int4 (n ^ 8) - 8 = v. In the MMAs' units (pv): sum(P' n) =
   // 2^69 o and the offsets' sums = 2^5 cor (kCorScale). The MMA sums are sums of exact bf16

@@ -173,16 +173,12 @@ E8pTables e8p_device_tables() {
       if (idx < codecs::e8p16::kPatterns) index[size_t(key)] = uint8_t(idx);
     }
     std::vector<uint2> mag(256);
-    std::vector<uint4> sgn(128);
+    std::vector<uint2> sgn(256);
     for (int idx = 0; idx < 256; ++idx) e8p_tables::magnitudes(abs[size_t(idx)], mag[size_t(idx)].x, mag[size_t(idx)].y);
-    for (int s7 = 0; s7 < 128; ++s7) {
-      uint32_t m[4];
-      e8p_tables::sign_masks(uint32_t(s7), m);
-      sgn[size_t(s7)] = make_uint4(m[0], m[1], m[2], m[3]);
-    }
+    for (int b1 = 0; b1 < 256; ++b1) e8p_tables::xor_masks(uint32_t(b1), sgn[size_t(b1)].x, sgn[size_t(b1)].y);
     // One allocation: abs, mag, sgn, index (each offset a multiple of 16 bytes).
     const size_t n_abs = abs.size() * sizeof(uint32_t), n_mag = mag.size() * sizeof(uint2);
-    const size_t n_sgn = sgn.size() * sizeof(uint4);
+    const size_t n_sgn = sgn.size() * sizeof(uint2);
     const size_t o_mag = n_abs, o_sgn = o_mag + n_mag, o_index = o_sgn + n_sgn;
     void* d = nullptr;
     NINFER_CUDA_CHECK(cudaMalloc(&d, o_index + index.size()));
@@ -193,7 +189,7 @@ E8pTables e8p_device_tables() {
     NINFER_CUDA_CHECK(cudaMemcpy(b + o_index, index.data(), index.size(), cudaMemcpyHostToDevice));
     tables.abs = reinterpret_cast<const uint32_t*>(b);
     tables.mag = reinterpret_cast<const uint2*>(b + o_mag);
-    tables.sgn = reinterpret_cast<const uint4*>(b + o_sgn);
+    tables.sgn = reinterpret_cast<const uint2*>(b + o_sgn);
     tables.index = b + o_index;
   });
   return tables;

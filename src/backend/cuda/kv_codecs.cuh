@@ -108,13 +108,13 @@ __device__ __forceinline__ void e8l32_decode_y2(uint32_t code, int* y2) {
 // ---- E8P-W (rk2v4_e8.cpp), with device tables built from the CPU reference ----
 // abs[idx]: nibble i = 2 |a_i| (1, 3, 5); bit 3 (free: nibbles <= 5) holds the pattern's sign
 // parity p(a). index[key]: pattern index of a base-3 key, 255 if none. (kv_append.cu)
-// mag[idx] and sgn[s7]: the decode tables of decode_comp_kernel (e8p_tables::magnitudes of
-// abs[idx], e8p_tables::sign_masks of the 7 stored signs), so that no kernel builds them.
+// mag[idx] and sgn[b1]: the decode tables of decode_comp_kernel (e8p_tables::magnitudes of
+// abs[idx], e8p_tables::xor_masks of a code's high byte), so that no kernel builds them.
 struct E8pTables {
   const uint32_t* abs;    // [256]
   const uint8_t* index;   // [6561]
   const uint2* mag;       // [256]
-  const uint4* sgn;       // [128]
+  const uint2* sgn;       // [256]
 };
 
 // The tables in device memory (built on first use from the CPU reference; kv_append.cu).
