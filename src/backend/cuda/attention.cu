@@ -1275,14 +1275,14 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     const int ctas = k.n_work * shape_.n_kv_heads;
     int splits = std::max(1, k.slots / ctas);
     // rk2v4-e8's register kernel runs 3 CTAs per SM at head_dim <= 128 (PIPE 1). Its CTAs each
-    // fill 48 KiB of table copies (FMT 6) besides the Q prologue and the merge rows; below 16
+    // fill 64 KiB of table copies (FMT 6) besides the Q prologue and the merge rows; below 16
     // pages per split that costs more than the third CTA gains: plan one wave of 2 per SM then
     // (H200, 32/8/128, batch 1, 32K: 32 splits 0.0214 ms against the 49 of 3 per SM 0.0238;
     // at 128K, 42 pages per split, 49 stay the faster).
     if (c == 0 && shape_.kind == CacheKind::Rk2 && k.slots > 2 * num_sms_ && max_pages[c] < 16 * splits)
       splits = std::max(1, 2 * num_sms_ / ctas);
-    // The same at 2 CTAs per SM (the register kernel at head_dim 256, and int4, int8, rk4v4-e8
-    // at 128): below 6 pages per split a second CTA per SM costs more (its prologue, its
+    // The same at 2 CTAs per SM (the register kernel at head_dim 256, and int4 and rk4v4-e8 at
+    // 128): below 6 pages per split a second CTA per SM costs more (its prologue, its
     // partial rows and twice the merge's) than it gains: one wave of 1 per SM (H200,
     // 16/2/256, batch 1, 32K, 4 pages per split: rk2v4-e8 64 splits 0.0148 ms against 128
     // 0.0156, int4 0.0138 against 0.0144; 24/4/256 at 7.8 pages per split: 66 stay faster).

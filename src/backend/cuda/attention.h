@@ -22,10 +22,10 @@
 //    P^T by movmatrix; O^T = V^T P^T on bf16 tensor cores, the V nibbles turned into exact
 //    bf16 subnormals (n 2^-133) by one byte permute per two values (int8: exact fp16 V codes
 //    on fp16 tensor cores, P times the V scale over a running maximum of the V scales).
-//    Offsets of the raw nibbles (E8's coset bit and +-1/2 shifts, int4's sign, E8P's +-1/4
-//    shift) are added back exactly by small extra MMAs against per-block Q sums (K) or P sums
-//    (V); rk2v4-e8's E8P K codes go through two
-//    small shared tables (built once on the host), copied once per bank group. The Q
+//    Offsets of the raw nibbles (E8's coset bit and +-1/2 shifts, int4's sign) are added back
+//    exactly by small extra MMAs against per-block Q sums (K) or P sums (V); rk2v4-e8's E8P K
+//    codes are a magnitude entry XOR a signs-and-shift entry (4 y exactly) from two small
+//    shared tables (built once on the host), copied once per bank group. The Q
 //    prologue (load, rotation, quantisation) runs in registers, one warp per two rows, while
 //    the first slices load; int4 and rk2v4-e8 take page ids from a per-warp shared ring that
 //    cp.async fills 32 pages ahead; a slice's row maxima are reduced only when a score
