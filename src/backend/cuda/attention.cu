@@ -221,10 +221,7 @@ __device__ void write_tile(const KernelParams& p, float* Os, int OP, const float
   }
 }
 
-// The work item of a decode CTA: query rows [row0, row_end) (of R = tokens x group) of one
-// chunk and kv head, and its KV split's pages [p_begin, p_begin + n_iter) of the n_keys keys
-// those rows see (causal), the splits dividing the pages evenly (the merge and the planner
-// assume this partition). M: rows per tile.
+// This CTA's work item (kWorkInts above): two independent reads, one round trip.
 struct WorkItem {
   int row0, tok0, n_tok, start;
   const int32_t* table;
@@ -235,6 +232,10 @@ __device__ __forceinline__ WorkItem work_item(const KernelParams& p) {
   return {a.x, a.y, a.z, a.w, p.tables + toff};
 }
 
+// The tile of a decode CTA: query rows [row0, row_end) (of R = tokens x group) of one chunk
+// and kv head, and its KV split's pages [p_begin, p_begin + n_iter) of the n_keys keys those
+// rows see (causal), the splits dividing the pages evenly (the merge and the planner assume
+// this partition). M: rows per tile.
 struct DecodeTile {
   int row0, kvh, split, tok0, start, g, R, row_end, n_keys, p_begin, n_iter;
   const int32_t* table;

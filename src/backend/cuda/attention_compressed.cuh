@@ -78,13 +78,8 @@ __device__ __forceinline__ uint32_t bit_select(uint32_t a, uint32_t b, uint32_t 
   return d;
 }
 
-// (a & m) | c and (a & m) ^ c as one LOP3 each: with both constants as immediates ptxas
-// emits two (a LOP3 takes one immediate); here the second is a register, set once.
-__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t m, uint32_t c) {
-  uint32_t d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "r"(m), "r"(c));
-  return d;
-}
+// (a & m) ^ c as one LOP3: with both constants as immediates ptxas emits two (a LOP3 takes
+// one immediate); here the second is a register, set once.
 __device__ __forceinline__ uint32_t and_xor(uint32_t a, uint32_t m, uint32_t c) {
   uint32_t d;
   asm("lop3.b32 %0, %1, %2, %3, 0x6A;\n" : "=r"(d) : "r"(a), "r"(m), "r"(c));
