@@ -168,7 +168,8 @@ __device__ __forceinline__ void mma_f16_1688(float d[4], uint32_t a0, uint32_t a
 // butterflies in registers (stages h < E) and across lanes by shuffles (h >= E): the same
 // additions and subtractions of the same operands, stage by stage, as smem_rotate, so the
 // values are bit-identical. Then the int8 quantisation per (row, 64-group): scale Qsc, codes
-// Q8, sums per 8-dim block (Qbs) and per group (Qgs), exact integers. No barrier inside; the
+// Q8 and, with SUMS (rk4v4-e8, whose nibble offsets need them), sums per 8-dim block (Qbs)
+// and per group (Qgs), exact integers. No barrier inside; the
 // caller's barrier publishes the shared arrays.
 template <int D>
 __device__ __forceinline__ void comp_q_load(const KernelParams& p, int row0, int R, int tok0, int kvh, float (&x)[2][D / 32]) {
@@ -202,7 +203,7 @@ __device__ __forceinline__ void comp_q_load(const KernelParams& p, int row0, int
   }
 }
 
-template <int D>
+template <int D, bool SUMS>
 __device__ __forceinline__ void comp_q_prologue(const KernelParams& p, float (&x)[2][D / 32], int8_t* Q8, float* Qsc,
                                                 int* Qbs, int* Qgs) {
   constexpr int E = D / 32, NG = D / 64, LPG = 64 / E, LPB = 8 / E < 1 ? 1 : 8 / E;  // lanes per group, per block
@@ -229,7 +230,7 @@ __device__ __forceinline__ void comp_q_prologue(const KernelParams& p, float (&x
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const int v = int(fminf(fmaxf(rintf(x[i][e] * inv), -127.0f), 127.0f));
-      sum += v;
+      if constexpr (SUMS) sum += v;
       w[e / 4] |= uint32_t(v & 0xFF) << (8 * (e % 4));
     }
     int8_t* dst = Q8 + r * D + lane * E;
@@ -240,15 +241,15 @@ __device__ __forceinline__ void comp_q_prologue(const KernelParams& p, float (&x
     } else {
       *reinterpret_cast<uint16_t*>(dst) = uint16_t(w[0]);
     }
+    if constexpr (SUMS) {
 #pragma unroll
-    for (int m = 1; m < LPB; m <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);  // the 8-dim block
-    if (lane % LPB == 0) Qbs[r * (D / 8) + lane * E / 8] = sum;
+      for (int m = 1; m < LPB; m <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);  // the 8-dim block
+      if (lane % LPB == 0) Qbs[r * (D / 8) + lane * E / 8] = sum;
 #pragma unroll
-    for (int m = LPB; m < LPG; m <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);  // the 64-group
-    if (lane % LPG == 0) {
-      Qsc[r * NG + grp] = sc;
-      Qgs[r * NG + grp] = sum;
+      for (int m = LPB; m < LPG; m <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);  // the 64-group
+      if (lane % LPG == 0) Qgs[r * NG + grp] = sum;
     }
+    if (lane % LPG == 0) Qsc[r * NG + grp] = sc;
   }
 }
 
@@ -299,7 +300,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   __shared__ __align__(16) float big[FMT == 6 ? 1 : 4 * R8 * OP];
   __shared__ __align__(16) int8_t Q8[R8 * D];
   __shared__ float Qsc[R8 * NG];
-  __shared__ int Qbs[R8 * D / 8], Qgs[R8 * NG];  // int8 Q sums per 8-dim block and per group
+  // int8 Q sums per 8-dim block and per group (rk4v4-e8's offsets only)
+  __shared__ int Qbs[FMT == 3 ? R8 * D / 8 : 1], Qgs[FMT == 3 ? R8 * NG : 1];
   // rk2v4-e8 K (E8P, e8p_tables.h): e8pT[pattern] = the 8 values 2|a_i| as bytes (value 7
   // negated when the pattern's sign parity is odd); e8pS[code byte 1] = per-byte XOR masks
   // that negate (the 8th sign from the 7's parity) and add t.
@@ -475,7 +477,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     }
   }  // visible to the loop after the Q prologue's barrier
   // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group) ----
-  comp_q_prologue<D>(p, qx, Q8, Qsc, Qbs, Qgs);
+  comp_q_prologue<D, FMT == 3>(p, qx, Q8, Qsc, Qbs, Qgs);  // the Q sums: rk4v4-e8's offsets only
   __syncthreads();
   // Q's B fragments: row g, block 8 grp + 2c + kk (8 bytes: b0 = values 0..3, b1 = 4..7).
   uint32_t qf[2 * NG][2];
@@ -511,11 +513,13 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   for (int grp = 0; grp < NG; ++grp) {
     qs0[grp] = Qsc[(2 * cq) * NG + grp] * q_mul;
     qs1[grp] = Qsc[(2 * cq + 1) * NG + grp] * q_mul;
-    ia0[grp][0] = -8 * Qgs[(2 * cq) * NG + grp];
-    ia0[grp][1] = -8 * Qgs[(2 * cq + 1) * NG + grp];
-    const __half2 h = __floats2half2_rn(float(Qbs[gq * (D / 8) + 8 * grp + 2 * cq]),
-                                        float(Qbs[gq * (D / 8) + 8 * grp + 2 * cq + 1]));
-    qb[grp] = *reinterpret_cast<const uint32_t*>(&h);
+    if constexpr (FMT == 3) {
+      ia0[grp][0] = -8 * Qgs[(2 * cq) * NG + grp];
+      ia0[grp][1] = -8 * Qgs[(2 * cq + 1) * NG + grp];
+      const __half2 h = __floats2half2_rn(float(Qbs[gq * (D / 8) + 8 * grp + 2 * cq]),
+                                          float(Qbs[gq * (D / 8) + 8 * grp + 2 * cq + 1]));
+      qb[grp] = *reinterpret_cast<const uint32_t*>(&h);
+    }
   }
   float o[D / 16][4];
 #pragma unroll
