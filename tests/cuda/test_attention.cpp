@@ -59,99 +59,127 @@ void PrintTo(const AttnCase& c, std::ostream* os) { *os << c.name; }
 
 class PagedAttentionTest : public ::testing::TestWithParam<AttnCase> {};
 
-TEST_P(PagedAttentionTest, MatchesFp64ReferenceOnDecodedCache) {
-  NINFER_REQUIRE_GPU();
-  const AttnCase c = GetParam();
-  const KvFormat& fmt = find_kv_format(c.fmt);
-  const int d = c.head_dim, nh = c.n_heads, nkv = c.n_kv_heads, g = nh / nkv;
-  const uint32_t seed = 777u + uint32_t(d * 31 + nh * 7 + nkv);
-  SCOPED_TRACE(::testing::Message() << c.name << " seed " << seed);
+// One case's cache (appended by the GPU kernel, over stale bytes, in shuffled pages) and
+// queries, and runs of the attention on them with the planner's choices or forced ones.
+struct AttnFixture {
+  const AttnCase& c;
+  const KvFormat& fmt;
+  int d, nh, nkv, g;
+  uint32_t seed;
   cuda::CacheKind kind{};
-  ASSERT_TRUE(cuda::cache_kind_for(c.fmt, &kind));
-  const size_t kblk = cuda::cache_block_bytes(kind, d, 0), vblk = cuda::cache_block_bytes(kind, d, 1);
-
-  // Pages: every sequence gets ceil(n_ctx / 64) pages from one shuffled pool.
-  int total_pages = 0, total_ctx = 0, total_q = 0;
-  for (const SeqSpec& s : c.seqs) {
-    total_pages += (s.start + s.n_tokens + 63) / 64;
-    total_ctx += s.start + s.n_tokens;
-    total_q += s.n_tokens;
-  }
-  std::vector<int32_t> perm(size_t(total_pages) + 3);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::mt19937 rng(seed);
-  std::shuffle(perm.begin(), perm.end(), rng);
-  const int n_pages = int(perm.size());
+  size_t kblk = 0, vblk = 0;
+  int total_q = 0, q_ld = 0;
   std::vector<std::vector<int32_t>> tables;
-  {
-    size_t next = 0;
-    for (const SeqSpec& s : c.seqs) {
-      const int np = (s.start + s.n_tokens + 63) / 64;
-      tables.emplace_back(perm.begin() + long(next), perm.begin() + long(next) + np);
-      next += size_t(np);
-    }
-  }
-  // K/V source rows for every cached position, appended by the GPU kernel.
-  const int ld = 2 * nkv * d;
-  std::vector<float> kv = test::random_floats(size_t(total_ctx) * ld, seed);
-  if (c.v_spread > 0.0f)
-    for (int t = 0; t < total_ctx; ++t) {
-      const float f = std::exp2(-c.v_spread * float((t * 37) % 101) / 100.0f);
-      for (int j = nkv * d; j < ld; ++j) kv[size_t(t) * ld + size_t(j)] *= f;
-    }
-  std::vector<int32_t> tok_page, tok_slot;
-  for (size_t s = 0; s < c.seqs.size(); ++s)
-    for (int p = 0; p < c.seqs[s].start + c.seqs[s].n_tokens; ++p) {
-      tok_page.push_back(tables[s][size_t(p / 64)]);
-      tok_slot.push_back(p % 64);
-    }
-  DevBuf<float> d_kv;
-  d_kv.upload(kv);
-  DevBuf<int32_t> d_page, d_slot;
-  d_page.upload(tok_page);
-  d_slot.upload(tok_slot);
-  DevBuf<uint8_t> k_pool(size_t(n_pages) * nkv * kblk), v_pool(size_t(n_pages) * nkv * vblk);
-  // NOTE: stale finite garbage in unused slots (the kernel must mask it, not rely on zeros).
-  k_pool.zero();
-  v_pool.zero();
-  {
-    std::vector<uint8_t> junk(k_pool.size());
-    for (size_t i = 0; i < junk.size(); ++i) junk[i] = uint8_t((i * 131 + 7) % 97);
-    k_pool.upload(junk);
-    junk.resize(v_pool.size());
-    for (size_t i = 0; i < junk.size(); ++i) junk[i] = uint8_t((i * 131 + 7) % 97);
-    v_pool.upload(junk);
-  }
-  test::append_kv_rows(d_kv.get(), total_ctx, nkv, d, kind, fmt.k.rotation == KvRotation::HadamardHead,
-                       d_page.get(), d_slot.get(), k_pool.get(), v_pool.get());
-
-  // Queries (fp32, post rope in a real forward) and the output.
-  std::vector<float> q = test::random_floats(size_t(total_q) * nh * d, seed + 1);
-  for (float& v : q) v *= c.q_scale;
-  const int q_ld = nh * d + 5 * d;  // a wider row, as in the fused qkv buffer
-  std::vector<float> q_wide(size_t(total_q) * q_ld, 0.0f);
-  for (int t = 0; t < total_q; ++t)
-    std::copy(q.begin() + long(t) * nh * d, q.begin() + long(t + 1) * nh * d, q_wide.begin() + long(t) * q_ld);
+  std::vector<float> q;
   DevBuf<float> d_q;
-  d_q.upload(q_wide);
-  DevBuf<uint16_t> d_out(size_t(total_q) * nh * d);
-  d_out.poison();
+  DevBuf<uint8_t> k_pool, v_pool;
 
-  cuda::AttnShape sh{nh, nkv, d, kind, int(fmt.k.rotation), int(fmt.v.rotation)};
-  cuda::PagedAttention attn(sh);
-  attn.force_splits(c.forced_splits);
-  std::vector<cuda::AttnSeq> seqs;
-  {
+  explicit AttnFixture(const AttnCase& cs)
+      : c(cs), fmt(find_kv_format(cs.fmt)), d(cs.head_dim), nh(cs.n_heads), nkv(cs.n_kv_heads), g(nh / nkv),
+        seed(777u + uint32_t(d * 31 + nh * 7 + nkv)) {
+    if (!cuda::cache_kind_for(c.fmt, &kind)) throw std::runtime_error(std::string("no CUDA cache kind for ") + c.fmt);
+    kblk = cuda::cache_block_bytes(kind, d, 0);
+    vblk = cuda::cache_block_bytes(kind, d, 1);
+    // Pages: every sequence gets ceil(n_ctx / 64) pages from one shuffled pool.
+    int total_pages = 0, total_ctx = 0;
+    for (const SeqSpec& s : c.seqs) {
+      total_pages += (s.start + s.n_tokens + 63) / 64;
+      total_ctx += s.start + s.n_tokens;
+      total_q += s.n_tokens;
+    }
+    std::vector<int32_t> perm(size_t(total_pages) + 3);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::mt19937 rng(seed);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    const int n_pages = int(perm.size());
+    {
+      size_t next = 0;
+      for (const SeqSpec& s : c.seqs) {
+        const int np = (s.start + s.n_tokens + 63) / 64;
+        tables.emplace_back(perm.begin() + long(next), perm.begin() + long(next) + np);
+        next += size_t(np);
+      }
+    }
+    // K/V source rows for every cached position, appended by the GPU kernel.
+    const int ld = 2 * nkv * d;
+    std::vector<float> kv = test::random_floats(size_t(total_ctx) * ld, seed);
+    if (c.v_spread > 0.0f)
+      for (int t = 0; t < total_ctx; ++t) {
+        const float f = std::exp2(-c.v_spread * float((t * 37) % 101) / 100.0f);
+        for (int j = nkv * d; j < ld; ++j) kv[size_t(t) * ld + size_t(j)] *= f;
+      }
+    std::vector<int32_t> tok_page, tok_slot;
+    for (size_t s = 0; s < c.seqs.size(); ++s)
+      for (int p = 0; p < c.seqs[s].start + c.seqs[s].n_tokens; ++p) {
+        tok_page.push_back(tables[s][size_t(p / 64)]);
+        tok_slot.push_back(p % 64);
+      }
+    DevBuf<float> d_kv;
+    d_kv.upload(kv);
+    DevBuf<int32_t> d_page, d_slot;
+    d_page.upload(tok_page);
+    d_slot.upload(tok_slot);
+    k_pool.resize(size_t(n_pages) * nkv * kblk);
+    v_pool.resize(size_t(n_pages) * nkv * vblk);
+    // NOTE: stale finite garbage in unused slots (the kernel must mask it, not rely on zeros).
+    {
+      std::vector<uint8_t> junk(k_pool.size());
+      for (size_t i = 0; i < junk.size(); ++i) junk[i] = uint8_t((i * 131 + 7) % 97);
+      k_pool.upload(junk);
+      junk.resize(v_pool.size());
+      for (size_t i = 0; i < junk.size(); ++i) junk[i] = uint8_t((i * 131 + 7) % 97);
+      v_pool.upload(junk);
+    }
+    test::append_kv_rows(d_kv.get(), total_ctx, nkv, d, kind, fmt.k.rotation == KvRotation::HadamardHead,
+                         d_page.get(), d_slot.get(), k_pool.get(), v_pool.get());
+    // Queries (fp32, post rope in a real forward).
+    q = test::random_floats(size_t(total_q) * nh * d, seed + 1);
+    for (float& v : q) v *= c.q_scale;
+    q_ld = nh * d + 5 * d;  // a wider row, as in the fused qkv buffer
+    std::vector<float> q_wide(size_t(total_q) * q_ld, 0.0f);
+    for (int t = 0; t < total_q; ++t)
+      std::copy(q.begin() + long(t) * nh * d, q.begin() + long(t + 1) * nh * d, q_wide.begin() + long(t) * q_ld);
+    d_q.upload(q_wide);
+  }
+
+  // One plan and run (the output poisoned with NaN before) with the given splits (0:
+  // automatic) and CTAs per SM of the register decode kernel (-1: the planner's cap, 0: none);
+  // the output.
+  std::vector<uint16_t> run(int splits, int cta_cap = -1, int* splits_used = nullptr, int* splits_prefill = nullptr) {
+    cuda::AttnShape sh{nh, nkv, d, kind, int(fmt.k.rotation), int(fmt.v.rotation)};
+    cuda::PagedAttention attn(sh);
+    attn.force_splits(splits);
+    attn.force_cta_cap(cta_cap);
+    std::vector<cuda::AttnSeq> seqs;
     int tok0 = 0;
     for (size_t s = 0; s < c.seqs.size(); ++s) {
       seqs.push_back({tok0, c.seqs[s].n_tokens, c.seqs[s].start, tables[s].data(), int(tables[s].size())});
       tok0 += c.seqs[s].n_tokens;
     }
+    attn.plan(seqs.data(), int(seqs.size()), total_q, nullptr);
+    DevBuf<uint16_t> d_out(size_t(total_q) * nh * d);
+    d_out.poison();
+    attn.run(d_q.get(), q_ld, k_pool.get(), v_pool.get(), d_out.get(), nh * d, nullptr);
+    if (splits_used) *splits_used = attn.splits(0);
+    if (splits_prefill) *splits_prefill = attn.splits(1);
+    return d_out.download();
   }
-  attn.plan(seqs.data(), int(seqs.size()), total_q, nullptr);
-  attn.run(d_q.get(), q_ld, k_pool.get(), v_pool.get(), d_out.get(), nh * d, nullptr);
-  const std::vector<uint16_t> out = d_out.download();
-  const std::vector<uint8_t> kh = k_pool.download(), vh = v_pool.download();
+};
+
+TEST_P(PagedAttentionTest, MatchesFp64ReferenceOnDecodedCache) {
+  NINFER_REQUIRE_GPU();
+  const AttnCase c = GetParam();
+  AttnFixture fx(c);
+  const KvFormat& fmt = fx.fmt;
+  const int d = fx.d, nh = fx.nh, nkv = fx.nkv, g = fx.g;
+  const cuda::CacheKind kind = fx.kind;
+  const size_t kblk = fx.kblk, vblk = fx.vblk;
+  const auto& tables = fx.tables;
+  const auto& q = fx.q;
+  SCOPED_TRACE(::testing::Message() << c.name << " seed " << fx.seed);
+  int splits0 = 0, splits1 = 0;  // the splits the planner used (decode, prefill tiles)
+  const std::vector<uint16_t> out = fx.run(c.forced_splits, -1, &splits0, &splits1);
+  const std::vector<uint8_t> kh = fx.k_pool.download(), vh = fx.v_pool.download();
 
   // Reference on the decoded cache.
   auto decode = [&](const std::vector<uint8_t>& pool, int side, const KvSideCodec& codec, int page, int h, int slot,
@@ -204,10 +232,9 @@ TEST_P(PagedAttentionTest, MatchesFp64ReferenceOnDecodedCache) {
     tok0 += c.seqs[s].n_tokens;
   }
   const double rel = std::sqrt(err2 / std::max(ref2, 1e-30));
-  EXPECT_LE(max_err, 2e-2) << "splits used: " << attn.splits(0) << "/" << attn.splits(1);
-  EXPECT_LE(rel, 1e-2) << "splits used: " << attn.splits(0) << "/" << attn.splits(1);
-  std::printf("[ attn ] %-28s max_err %.2e rel_l2 %.2e splits %d/%d\n", c.name, max_err, rel, attn.splits(0),
-              attn.splits(1));
+  EXPECT_LE(max_err, 2e-2) << "splits used: " << splits0 << "/" << splits1;
+  EXPECT_LE(rel, 1e-2) << "splits used: " << splits0 << "/" << splits1;
+  std::printf("[ attn ] %-28s max_err %.2e rel_l2 %.2e splits %d/%d\n", c.name, max_err, rel, splits0, splits1);
 }
 
 // Lengths at page boundaries +-1, decode (1-3 tokens) and prefill chunks mixed in one batch.
@@ -268,6 +295,32 @@ INSTANTIATE_TEST_SUITE_P(
         // The minifloat kernel through the shared merge with more than 64 splits.
         AttnCase{"fp8_d128_g4_long_split100", "fp8", 128, 8, 2, kLong, 100, 3.0f}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// The register decode kernel's grid capped at fewer CTAs per SM than fit (dynamic shared
+// memory, attention.cu pad_for_ctas_per_sm) computes the same bits as uncapped, and a cap of
+// 1 and 2 per SM both launch (the padding fits the device's limits). Cases: every
+// register-decode format, head_dim 64, 128, 256.
+TEST(PagedAttentionProps, CtaCapChangesNoBit) {
+  NINFER_REQUIRE_GPU();
+  const std::vector<AttnCase> cases = {
+      AttnCase{"rk2v4_e8_d128_g4_long_auto", "rk2v4-e8", 128, 32, 8, kLong, 0, 3.0f},
+      AttnCase{"rk2v4_e8_d256_g8_long_split9", "rk2v4-e8", 256, 16, 2, kLong, 9, 3.0f},
+      AttnCase{"rk4v4_e8_d64_g1_mixed_split3", "rk4v4-e8", 64, 4, 4, kMixed, 3, 3.0f},
+      AttnCase{"int4_d256_g4_long_split5", "int4", 256, 8, 2, kLong, 5, 3.0f},
+      AttnCase{"int8_d128_g3_long_split7", "int8", 128, 12, 4, kLong, 7, 3.0f, 14.0f},
+  };
+  for (const AttnCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    AttnFixture fx(c);
+    const std::vector<uint16_t> base = fx.run(c.forced_splits, 0);
+    const size_t unwritten = size_t(std::count_if(base.begin(), base.end(), [](uint16_t b) {
+      return std::isnan(test::bf16f(b));
+    }));
+    ASSERT_EQ(unwritten, 0u) << "NaN or unwritten outputs in the uncapped run";
+    EXPECT_EQ(fx.run(c.forced_splits, 1), base) << "capped at 1 CTA per SM";
+    EXPECT_EQ(fx.run(c.forced_splits, 2), base) << "capped at 2 CTAs per SM";
+  }
+}
 
 // Batch invariance of the kernel: a sequence's output does not depend on what else is in
 // the batch or on the physical pages (bitwise, same number of splits).

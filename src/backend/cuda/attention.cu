@@ -71,6 +71,9 @@ struct KernelParams {
   const uint32_t* e8p_abs;  // [256]
   const uint2* e8p_mag;     // [256] magnitude entries (e8p_tables.h; decode_comp_kernel FMT 4, 6)
   const uint2* e8p_sgn;     // [256] XOR entries (signs and t)
+  // Host side only (comp_kernel_call): the CTAs per SM the planner's grid is meant to land as
+  // (0: as many as fit), enforced with dynamic shared memory (pad_for_ctas_per_sm).
+  int ctas_per_sm;
 };
 
 // KIND 2 (compressed caches, prefill kernel): expands rows [0, rows) of a block of codes (codes [rows][cb], then scales
@@ -833,6 +836,18 @@ int e8p_decode_fmt() {
   return v;
 }
 
+// NINFER_CUDA_CTA_CAP=0 leaves the register decode kernel's grid uncapped (A/B); unset or 1:
+// capped (PagedAttention::plan).
+bool cta_cap_enabled() {
+  static const bool v = [] {
+    const char* e = std::getenv("NINFER_CUDA_CTA_CAP");
+    if (!e || !*e || std::strcmp(e, "1") == 0) return true;
+    if (std::strcmp(e, "0") == 0) return false;
+    throw std::runtime_error(std::string("NINFER_CUDA_CTA_CAP must be 0 or 1, got '") + e + "'");
+  }();
+  return v;
+}
+
 // Rows per decode-class work item: the decode kernel's tile, kCompRows for decode_comp_kernel
 // (int8, int4, rk4v4-e8, rk2v4-e8) and 16 for bf16 and decode_lowbit_kernel (the minifloat kinds).
 int decode_work_rows(CacheKind k) {
@@ -877,6 +892,34 @@ void launch_pdl(Kernel kernel, dim3 grid, size_t dyn, const KernelParams& kp, cu
   NINFER_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, kp));
 }
 
+// The device's shared-memory limits (queried once).
+struct SmemLimits {
+  size_t per_sm, per_block_optin, reserved_per_block;
+};
+const SmemLimits& smem_limits() {
+  static const SmemLimits lim = [] {
+    int dev = 0, sm = 0, optin = 0, res = 0;
+    NINFER_CUDA_CHECK(cudaGetDevice(&dev));
+    NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&res, cudaDevAttrReservedSharedMemoryPerBlock, dev));
+    return SmemLimits{size_t(sm), size_t(optin), size_t(res)};
+  }();
+  return lim;
+}
+
+// Dynamic shared memory that leaves room for at most `cps` CTAs per SM (0: no limit): a grid
+// planned as cps CTAs per SM then lands exactly so even when its CTAs are scheduled early (a
+// programmatic dependent launch places them as its predecessor's CTAs leave; without the cap
+// a third CTA could take an SM whose share was two, and the grid's slowest SM do three walks).
+size_t pad_for_ctas_per_sm(int cps, size_t static_bytes) {
+  if (cps <= 0) return 0;
+  const SmemLimits& lim = smem_limits();
+  const size_t per_cta = lim.per_sm / size_t(cps + 1) + 1;  // cps + 1 of these do not fit
+  const size_t own = static_bytes + lim.reserved_per_block;
+  return per_cta > own ? std::min(per_cta - own, lim.per_block_optin - static_bytes) : 0;
+}
+
 // decode_comp_kernel<D, FMT, PIPE> for the run-time PIPE: launch, or (grid.x == 0) its occupancy.
 template <int D, int FMT>
 int comp_kernel_call(int pipe, dim3 grid, const KernelParams& kp, cudaStream_t s) {
@@ -886,18 +929,21 @@ int comp_kernel_call(int pipe, dim3 grid, const KernelParams& kp, cudaStream_t s
   auto go = [&](auto pipe_c) {
     constexpr int P = decltype(pipe_c)::value;
     const auto kernel = decode_comp_kernel<D, FMT, P>;
-    if constexpr (dyn > 0) {  // over the 48 KiB default together with the static arrays: opt in
-      static const bool opted = [&] {
-        NINFER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn));
-        return true;
-      }();
-      (void)opted;
-    }
+    // Opt in to all the dynamic shared memory a CTA may have (FMT 6's copies are over the
+    // 48 KiB default with the static arrays; the padding below goes further).
+    static const size_t static_bytes = [&] {
+      cudaFuncAttributes a{};
+      NINFER_CUDA_CHECK(cudaFuncGetAttributes(&a, kernel));
+      const SmemLimits& lim = smem_limits();
+      NINFER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             int(lim.per_block_optin - a.sharedSizeBytes)));
+      return a.sharedSizeBytes;
+    }();
     int n = 0;
     if (grid.x == 0) {
       NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, dyn));
     } else {  // the kernel waits for its predecessor (pdl_wait) before it reads what that writes
-      launch_pdl(kernel, grid, dyn, kp, s);
+      launch_pdl(kernel, grid, std::max<size_t>(dyn, pad_for_ctas_per_sm(kp.ctas_per_sm, static_bytes)), kp, s);
     }
     return n;
   };
@@ -952,11 +998,12 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
   if (gr >= n_tok * g) return;
   // Launched as a programmatic dependent of the decode kernel (launch_merge): everything above
   // may run while that kernel's last CTAs finish; its partials are read only after this wait.
-  // No early trigger here: a programmatic dependent of this kernel (the next step's register
-  // decode kernel) is scheduled as these CTAs exit. Triggered here, its CTAs took SM slots
-  // while these still held theirs, and a grid planned as one full wave spilled into a second
-  // (rk2v4-e8 32/8/128, batch 1, 32K: 1.26x the time, H200).
+  // Then a programmatic dependent of this kernel (the next step's register decode kernel) may
+  // be scheduled: its CTAs build their tables while these merge (its grid capped to the
+  // planned CTAs per SM, pad_for_ctas_per_sm: uncapped, early CTAs bunched on some SMs, 1.26x
+  // the time at rk2v4-e8 32/8/128, batch 1, 32K, H200, session 9).
   pdl_wait();
+  pdl_launch_dependents();
   const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
   // Thread (split group sg, float4 column c): splits sg, sg + SG, ...
   const int c = threadIdx.x % C4, sg = threadIdx.x / C4;
@@ -1297,6 +1344,15 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     if (forced_splits_ > 0) splits = std::min(forced_splits_, kMaxSplits);
     k.splits = splits;
     if (splits > 1) part_need = std::max(part_need, size_t(splits) * row_bytes);
+    // The register decode kernel's grid, when it is one wave of fewer CTAs per SM than fit,
+    // is capped at that many per SM (pad_for_ctas_per_sm); NINFER_CUDA_CTA_CAP=0: uncapped.
+    k.ctas_per_sm = 0;
+    if (c == 0 && cls_[0].rows == kCompRows && cta_cap_enabled()) {
+      const int occ = k.slots / num_sms_;
+      const int cps = int((size_t(ctas) * size_t(splits) + size_t(num_sms_) - 1) / size_t(num_sms_));
+      if (cps < occ) k.ctas_per_sm = cps;
+    }
+    if (c == 0 && cls_[0].rows == kCompRows && forced_cap_ >= 0) k.ctas_per_sm = forced_cap_;
   }
   if (part_need > d_part_bytes_) {
     if (d_part_) NINFER_CUDA_CHECK(cudaFree(d_part_));
@@ -1359,6 +1415,7 @@ void PagedAttention::run(const float* q, int q_ld, const uint8_t* k_pool, const 
     kp.e8p_abs = e8p_abs_;
     kp.e8p_mag = e8p_mag_;
     kp.e8p_sgn = e8p_sgn_;
+    kp.ctas_per_sm = k.ctas_per_sm;
     switch (shape_.head_dim) {
       case 64: dispatch_kind<64>(kp, shape_.kind, c, k.n_work, s); break;
       case 128: dispatch_kind<128>(kp, shape_.kind, c, k.n_work, s); break;

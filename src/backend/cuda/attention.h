@@ -101,6 +101,9 @@ class PagedAttention {
 
   // Tests and benchmarks: force the number of KV splits (0: automatic).
   void force_splits(int n) { forced_splits_ = n; }
+  // Tests: the register decode kernel's CTAs per SM (-1: the planner's cap, 0: none, n: at
+  // most n; attention.cu, pad_for_ctas_per_sm).
+  void force_cta_cap(int n) { forced_cap_ = n; }
   int splits(int cls) const { return cls_[cls].splits; }  // cls 0: decode tiles, 1: prefill tiles
   const AttnShape& shape() const { return shape_; }
   // Everything run() bakes into its launches besides the device metadata it reads: buffers,
@@ -108,7 +111,8 @@ class PagedAttention {
   std::vector<uintptr_t> launch_signature() const {
     return {uintptr_t(d_meta_), uintptr_t(d_part_), uintptr_t(n_rows_total_), uintptr_t(cls_[0].n_work),
             uintptr_t(cls_[0].splits), uintptr_t(cls_[1].n_work), uintptr_t(cls_[1].splits),
-            uintptr_t(cls_[0].d_work), uintptr_t(cls_[1].d_work), uintptr_t(d_tables_)};
+            uintptr_t(cls_[0].d_work), uintptr_t(cls_[1].d_work), uintptr_t(d_tables_),
+            uintptr_t(cls_[0].ctas_per_sm)};
   }
 
  private:
@@ -118,11 +122,13 @@ class PagedAttention {
     std::vector<int32_t> work;  // host: the work items (attention.cu, kWorkInts ints each)
     int n_work = 0, splits = 1;
     int slots = 0;  // CTAs of this class resident on the whole GPU at once
+    int ctas_per_sm = 0;  // the register decode kernel's cap (attention.cu, pad_for_ctas_per_sm; 0: none)
     const int32_t* d_work = nullptr;
   };
   AttnShape shape_;
   Class cls_[2];
   int forced_splits_ = 0;
+  int forced_cap_ = -1;
   int num_sms_ = 0;
   int n_rows_total_ = 0;
   std::vector<int32_t> host_meta_;

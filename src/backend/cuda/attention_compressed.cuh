@@ -37,9 +37,12 @@
 //  - Codes and scales of the next slice are loaded (plain 4- and 8-byte global loads) while the
 //    current one is computed (PIPE: the loop variants, below).
 // Before the page walk, loads in the order their data is needed (a warp's loads return in
-// order): rk2v4-e8's table entries (host-built, kv_append.cu), Q, the first two slices (PIPE 1,
-// 2); then the table copies and the Q prologue (comp_q_prologue: registers and shuffles, one
-// warp per two rows) run while the slices' codes are in flight. The four
+// order): rk2v4-e8's table entries (host-built, kv_append.cu), the work item and the first page
+// ids (these three before the wait for the predecessor grid: they overlap it when it starts
+// this grid early), Q, the first two slices (PIPE 1, 2); then the table copies and the Q
+// prologue (comp_q_prologue: registers and shuffles, one warp per two rows) run while the
+// slices' codes are in flight. The grid is capped at the planned CTAs per SM
+// (pad_for_ctas_per_sm, attention.cu), so that an early start places it as planned. The four
 // warps combine (max, sum, O) at the end through shared memory; with several splits the
 // combine writes the split's partial rows for merge_kernel, with one write_tile normalises and
 // rotates back.
@@ -328,8 +331,14 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     ts1 = __ldg(p.e8p_sgn + 128 + tid);
   }
   // A programmatic dependent launch (comp_kernel_call): the predecessor kernel may still run
-  // until here. Before this point only the tables above (written once, at start-up) are read.
-  pdl_wait();
+  // until pdl_wait below. Before it, only what the predecessor cannot write is read: the
+  // tables above (written once, at start-up), the work item and the first page ids (the
+  // planner's upload, ordered before the predecessor), so that with a predecessor that lets
+  // its dependents start early (the merge kernel, the KV append) those round trips overlap it.
+  // The table copies are built after the first slices' loads are requested, as before the
+  // early start: built before the wait they cost the same when the predecessor does not
+  // start them early (H200, session 10: graph 0.956-0.998x of the old order either way,
+  // host-launched batch 1 up to 1.03x built early, <= 1.0x built late).
   const DecodeTile t = decode_tile<R8>(p);
   const int row0 = t.row0, kvh = t.kvh, split = t.split, tok0 = t.tok0, start = t.start, g = t.g, R = t.R;
   const int row_end = t.row_end, n_keys = t.n_keys, p_begin = t.p_begin, n_iter = t.n_iter;
@@ -439,6 +448,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       }
     }
   };
+  pdl_wait();  // Q and the pages may be the predecessor's output (the append's new token)
   float qx[2][D / 32];
   comp_q_load<D>(p, row0, R, tok0, kvh, qx);
   Slice KA, KB, VA, VB;
@@ -453,7 +463,6 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     loadK(KB, pg1);
     loadV(VB, pg1);
   }
-
   if constexpr (FMT == 4) {
     e8pT[tid] = tm0;
     e8pT[tid + 128] = tm1;

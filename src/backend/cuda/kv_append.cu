@@ -34,6 +34,9 @@ constexpr int kMaxD = 256;
 // One warp per (token, kv head, side); 4 warps per block.
 __global__ void append_int8_kernel(KvAppendParams p) {
   __shared__ float buf[4][kMaxD];
+  // The attention decode kernel that follows (a programmatic dependent launch) may start now:
+  // it builds its tables and reads its metadata, then waits for this grid before the pages.
+  pdl_launch_dependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int item = blockIdx.x * 4 + warp;
   if (item >= p.n_tokens * p.n_kv_heads * 2) return;
@@ -76,6 +79,9 @@ constexpr float kDiv0 = codecs::e8l32::kAmaxDivs[0], kDiv1 = codecs::e8l32::kAma
 // The candidates' errors are summed in block order through shuffles, exactly as the CPU loop.
 __global__ void append_compressed_kernel(KvAppendParams p, E8pTables e8p) {
   __shared__ float buf[4][kMaxD];
+  // The attention decode kernel that follows (a programmatic dependent launch) may start now:
+  // it builds its tables and reads its metadata, then waits for this grid before the pages.
+  pdl_launch_dependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int item = blockIdx.x * 4 + warp;
   if (item >= p.n_tokens * p.n_kv_heads * 2) return;
