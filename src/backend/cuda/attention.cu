@@ -999,9 +999,9 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
   // Launched as a programmatic dependent of the decode kernel (launch_merge): everything above
   // may run while that kernel's last CTAs finish; its partials are read only after this wait.
   // Then a programmatic dependent of this kernel (the next step's register decode kernel) may
-  // be scheduled: its CTAs build their tables while these merge (its grid capped to the
-  // planned CTAs per SM, pad_for_ctas_per_sm: uncapped, early CTAs bunched on some SMs, 1.26x
-  // the time at rk2v4-e8 32/8/128, batch 1, 32K, H200, session 9).
+  // be scheduled: its CTAs read their work items and page ids while these merge. Its grid is
+  // capped at the planned CTAs per SM (pad_for_ctas_per_sm); uncapped, the early CTAs bunched
+  // on some SMs (rk2v4-e8 batch 1 32K: 1.21-1.26x the time, H200, sessions 9 and 10).
   pdl_wait();
   pdl_launch_dependents();
   const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;

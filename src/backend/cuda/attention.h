@@ -34,9 +34,9 @@
 //    dependent launch of its predecessor: its work item and first page ids are read before
 //    it waits (they overlap the predecessor when that lets it start early: the merge kernel,
 //    the KV append), and its grid is capped with dynamic shared memory at the planned CTAs
-//    per SM, so that an early start lands it as planned. Up to 128 KV splits (batch 1 with 2 kv heads). The loop over slices has variants (PIPE: one or
-//    two register sets, software pipelined or not), chosen per format and head_dim
-//    (comp_pipe, attention.cu).
+//    per SM, so that an early start lands it as planned. Up to 128 KV splits (batch 1 with 2
+//    kv heads). The loop over slices has variants (PIPE: one or two register sets, software
+//    pipelined or not), chosen per format and head_dim (comp_pipe, attention.cu).
 //  - decode tiles, minifloat caches (fp8, nvfp4, k8v4; attention_lowbit.cuh): the bf16 walk
 //    on fp16 tensor cores, each warp expanding its raw 16-key slice into fp16 tiles (exact:
 //    e4m3 codes times 2^-8, the fp8 row scales applied to S and folded into P against a
@@ -48,8 +48,8 @@
 // several, each split writes its unnormalised O, running max and sum (fp32), and a merge
 // kernel combines them by log-sum-exp (one CTA per row and 64-column chunk, or per row when
 // the V rotation spans it), launched on sm_90 as a programmatic dependent of the decode kernel;
-// past its own wait it lets its dependent (the next decode step) start. Splits are chosen so the CTAs fill one wave of the GPU's resident slots (occupancy queried
-// per kernel).
+// past its own wait it lets its dependent (the next decode step) start. Splits are chosen so
+// the CTAs fill one wave of the GPU's resident slots (occupancy queried per kernel).
 //
 // Error budget (what tests/cuda/test_attention.cpp checks against an fp64 reference on the
 // decoded cache): Q and P are rounded to bf16 (relative error <= 2^-9 each), or Q quantised to

@@ -35,7 +35,8 @@ constexpr int kMaxD = 256;
 __global__ void append_int8_kernel(KvAppendParams p) {
   __shared__ float buf[4][kMaxD];
   // The attention decode kernel that follows (a programmatic dependent launch) may start now:
-  // it builds its tables and reads its metadata, then waits for this grid before the pages.
+  // it reads its start-up tables, work item and page ids, then waits for this grid before it
+  // reads Q and the pages.
   pdl_launch_dependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int item = blockIdx.x * 4 + warp;
@@ -80,7 +81,8 @@ constexpr float kDiv0 = codecs::e8l32::kAmaxDivs[0], kDiv1 = codecs::e8l32::kAma
 __global__ void append_compressed_kernel(KvAppendParams p, E8pTables e8p) {
   __shared__ float buf[4][kMaxD];
   // The attention decode kernel that follows (a programmatic dependent launch) may start now:
-  // it builds its tables and reads its metadata, then waits for this grid before the pages.
+  // it reads its start-up tables, work item and page ids, then waits for this grid before it
+  // reads Q and the pages.
   pdl_launch_dependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int item = blockIdx.x * 4 + warp;
