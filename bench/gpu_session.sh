@@ -1,6 +1,6 @@
 #!/bin/bash
 # One GPU session on a fresh machine, from the repository root (see docs/GPU.md):
-#   bench/gpu_session.sh STAGE...      stages: build prebuilt test retest attn attnenv pipes splits pattn sdpa e2e e2ec ctxmax serve ncu ncuc ncub1 pack
+#   bench/gpu_session.sh STAGE...      stages: build prebuilt test retest attn attnenv ab pipes splits pattn sdpa e2e e2ec ctxmax serve ncu ncuc ncub1 pack
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
@@ -9,6 +9,8 @@
 #        ATTN_CTX, default 8192,32768,131072; ATTN_BATCH, default 1,8; ATTN_COLD=1: --cold-l2, the
 #        L2 overwritten before each repeat, here and in sdpa; ATTN_GRAPH=1: --graph, CUDA-graph
 #        replays of 20 steps, here and in sdpa)
+# ab:    A/B of two carried ninfer binaries (AB_A, AB_B), AB_PASSES passes of attn each,
+#        alternating -> $OUT/ab_{a,b}.jsonl and bench/ab_attention.py's table ($OUT/ab.txt)
 # sdpa:  PyTorch SDPA on the same shapes -> $OUT/sdpa.json, then the comparison tables
 #        (bench/compare_attention.py: bf16/int8; bench/compare_compressed_attention.py: every
 #        format vs SDPA, with the copy bandwidth; also for attnenv's rows when it ran first)
@@ -135,6 +137,24 @@ for stage in "$@"; do
     env $RETEST_ENV timeout 300 "$BIN/test_cuda" --gtest_color=no --gtest_filter="$RETEST_FILTER" > "$OUT/retest.log" 2>&1
     echo "test_cuda ($RETEST_ENV) exit $?" | tee -a "$OUT/session.log"
     grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure" "$OUT/retest.log" | head -40 ;;
+  ab)
+    # A/B of two ninfer builds (AB_A, AB_B: paths of the binaries, e.g. build-cu/bin/ninfer-base
+    # and build-cu/bin/ninfer carried with `prebuilt`), AB_PASSES passes (default 2) of attn for
+    # each, alternating, with the timing of ATTN_GRAPH / ATTN_COLD -> $OUT/ab_{a,b}.jsonl and
+    # bench/ab_attention.py's table (B / A per row, each build's spread between its passes)
+    stamp "ab $AB_A $AB_B"
+    : > "$OUT/ab_a.jsonl"; : > "$OUT/ab_b.jsonl"
+    for side in a b; do
+      src=$([ $side = a ] && echo "${AB_A:?AB_A: the A binary}" || echo "${AB_B:?AB_B: the B binary}")
+      mkdir -p "/tmp/ab_$side" && cp "$src" "/tmp/ab_$side/ninfer" || exit 1
+    done
+    for pass in $(seq "${AB_PASSES:-2}"); do
+      for side in a b; do
+        NINFER_BIN_DIR=/tmp/ab_$side OUT="$OUT/ab_${side}_$pass" bash "$0" attn > /dev/null
+        cat "$OUT/ab_${side}_$pass/attn.jsonl" >> "$OUT/ab_$side.jsonl"
+      done
+    done
+    python3 bench/ab_attention.py "$OUT/ab_a.jsonl" "$OUT/ab_b.jsonl" | tee "$OUT/ab.txt" ;;
   pattn)
     stamp pattn
     : > "$OUT/pattn.jsonl"
