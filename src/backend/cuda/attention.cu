@@ -836,15 +836,19 @@ int e8p_decode_fmt() {
   return v;
 }
 
+// An on/off environment switch: unset, empty or "1" is on, "0" off, anything else an error
+// naming the variable.
+bool env_switch(const char* name) {
+  const char* e = std::getenv(name);
+  if (!e || !*e || std::strcmp(e, "1") == 0) return true;
+  if (std::strcmp(e, "0") == 0) return false;
+  throw std::runtime_error(std::string(name) + " must be 0 or 1, got '" + e + "'");
+}
+
 // NINFER_CUDA_CTA_CAP=0 leaves the register decode kernel's grid uncapped (A/B); unset or 1:
 // capped (PagedAttention::plan).
 bool cta_cap_enabled() {
-  static const bool v = [] {
-    const char* e = std::getenv("NINFER_CUDA_CTA_CAP");
-    if (!e || !*e || std::strcmp(e, "1") == 0) return true;
-    if (std::strcmp(e, "0") == 0) return false;
-    throw std::runtime_error(std::string("NINFER_CUDA_CTA_CAP must be 0 or 1, got '") + e + "'");
-  }();
+  static const bool v = env_switch("NINFER_CUDA_CTA_CAP");
   return v;
 }
 
@@ -860,13 +864,7 @@ int decode_work_rows(CacheKind k) {
 // starting after it has drained. NINFER_CUDA_PDL=0 launches them plainly (A/B).
 bool pdl_launches() {
   static const bool v = [] {
-    const char* e = std::getenv("NINFER_CUDA_PDL");
-    bool on = true;
-    if (e && *e && std::strcmp(e, "1") != 0) {
-      if (std::strcmp(e, "0") != 0)
-        throw std::runtime_error(std::string("NINFER_CUDA_PDL must be 0 or 1, got '") + e + "'");
-      on = false;
-    }
+    const bool on = env_switch("NINFER_CUDA_PDL");
     int dev = 0, major = 0;
     NINFER_CUDA_CHECK(cudaGetDevice(&dev));
     NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
