@@ -73,6 +73,7 @@ struct AttnFixture {
   std::vector<float> q;
   DevBuf<float> d_q;
   DevBuf<uint8_t> k_pool, v_pool;
+  bool history_ready = false;  // run's history_ready (first pages read before the decode kernel's wait)
 
   explicit AttnFixture(const AttnCase& cs)
       : c(cs), fmt(find_kv_format(cs.fmt)), d(cs.head_dim), nh(cs.n_heads), nkv(cs.n_kv_heads), g(nh / nkv),
@@ -159,7 +160,7 @@ struct AttnFixture {
     attn.plan(seqs.data(), int(seqs.size()), total_q, nullptr);
     DevBuf<uint16_t> d_out(size_t(total_q) * nh * d);
     d_out.poison();
-    attn.run(d_q.get(), q_ld, k_pool.get(), v_pool.get(), d_out.get(), nh * d, nullptr);
+    attn.run(d_q.get(), q_ld, k_pool.get(), v_pool.get(), d_out.get(), nh * d, nullptr, history_ready);
     if (splits_used) *splits_used = attn.splits(0);
     if (splits_prefill) *splits_prefill = attn.splits(1);
     return d_out.download();
@@ -298,8 +299,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The register decode kernel's grid capped at fewer CTAs per SM than fit (dynamic shared
 // memory, attention.cu pad_for_ctas_per_sm) computes the same bits as uncapped, and a cap of
-// 1 and 2 per SM both launch (the padding fits the device's limits). Cases: every
-// register-decode format, head_dim 64, 128, 256.
+// 1 and 2 per SM both launch (the padding fits the device's limits); so does loading the
+// first pages before the kernel's wait (run's history_ready). Cases: every register-decode
+// format, head_dim 64, 128, 256.
 TEST(PagedAttentionProps, CtaCapChangesNoBit) {
   NINFER_REQUIRE_GPU();
   const std::vector<AttnCase> cases = {
@@ -319,6 +321,8 @@ TEST(PagedAttentionProps, CtaCapChangesNoBit) {
     ASSERT_EQ(unwritten, 0u) << "NaN or unwritten outputs in the uncapped run";
     EXPECT_EQ(fx.run(c.forced_splits, 1), base) << "capped at 1 CTA per SM";
     EXPECT_EQ(fx.run(c.forced_splits, 2), base) << "capped at 2 CTAs per SM";
+    fx.history_ready = true;
+    EXPECT_EQ(fx.run(c.forced_splits, 0), base) << "first pages read before the wait (history_ready)";
   }
 }
 

@@ -74,6 +74,7 @@ struct KernelParams {
   // Host side only (comp_kernel_call): the CTAs per SM the planner's grid is meant to land as
   // (0: as many as fit), enforced with dynamic shared memory (pad_for_ctas_per_sm).
   int ctas_per_sm;
+  int history_ready;  // decode_comp_kernel: run's history_ready (pages below start read before the wait)
 };
 
 // KIND 2 (compressed caches, prefill kernel): expands rows [0, rows) of a block of codes (codes [rows][cb], then scales
@@ -852,6 +853,13 @@ bool cta_cap_enabled() {
   return v;
 }
 
+// NINFER_CUDA_HISTORY_EARLY=0: the register decode kernel reads no page before its wait even
+// when the caller allows it (A/B); unset or 1: it does (PagedAttention::run's history_ready).
+bool history_early_enabled() {
+  static const bool v = env_switch("NINFER_CUDA_HISTORY_EARLY");
+  return v;
+}
+
 // Rows per decode-class work item: the decode kernel's tile, kCompRows for decode_comp_kernel
 // (int8, int4, rk4v4-e8, rk2v4-e8) and 16 for bf16 and decode_lowbit_kernel (the minifloat kinds).
 int decode_work_rows(CacheKind k) {
@@ -1382,7 +1390,7 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
 }
 
 void PagedAttention::run(const float* q, int q_ld, const uint8_t* k_pool, const uint8_t* v_pool, uint16_t* out,
-                         int out_ld, cudaStream_t s) {
+                         int out_ld, cudaStream_t s, bool history_ready) {
   for (int c = 0; c < 2; ++c) {
     const Class& k = cls_[c];
     if (k.n_work == 0) continue;
@@ -1414,6 +1422,7 @@ void PagedAttention::run(const float* q, int q_ld, const uint8_t* k_pool, const 
     kp.e8p_mag = e8p_mag_;
     kp.e8p_sgn = e8p_sgn_;
     kp.ctas_per_sm = k.ctas_per_sm;
+    kp.history_ready = history_ready && history_early_enabled() ? 1 : 0;
     switch (shape_.head_dim) {
       case 64: dispatch_kind<64>(kp, shape_.kind, c, k.n_work, s); break;
       case 128: dispatch_kind<128>(kp, shape_.kind, c, k.n_work, s); break;

@@ -99,8 +99,12 @@ class PagedAttention {
   void plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, cudaStream_t s);
   // q: [n_tokens_total, q_ld] fp32, head h at q + t * q_ld + h * head_dim (post rope).
   // k_pool, v_pool: one layer's pools. out: [n_tokens_total, out_ld] bf16, head h at h * head_dim.
+  // history_ready: every page slot below each chunk's start_pos was complete before the
+  // previous kernel on `s` started (that kernel writes at most the chunks' new tokens, as the
+  // KV append does), so the register decode kernel may load its first pages before it waits
+  // for that kernel (on sm_90, where that kernel may let it start early).
   void run(const float* q, int q_ld, const uint8_t* k_pool, const uint8_t* v_pool, uint16_t* out, int out_ld,
-           cudaStream_t s);
+           cudaStream_t s, bool history_ready = false);
 
   // Tests and benchmarks: force the number of KV splits (0: automatic).
   void force_splits(int n) { forced_splits_ = n; }

@@ -448,21 +448,34 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       }
     }
   };
+  // The first two slices' codes (PIPE 1, 2). With p.history_ready (run's history_ready: the
+  // predecessor writes no position below the chunk's start) and both pages wholly below the
+  // start, they are requested before the wait, their round trip overlapping the predecessor;
+  // else after it.
+  Slice KA, KB, VA, VB;
+  auto first_loads = [&] {
+    if (kIdRing && n_iter > 0) {
+      cp_async_wait<0>();
+      __syncwarp();
+    }
+    if ((PIPE == 1 || PIPE == 2) && n_iter > 0) {
+      const int pg0 = pid(0), pg1 = pid(1);
+      loadK(KA, pg0);
+      loadV(VA, pg0);
+      loadK(KB, pg1);
+      loadV(VB, pg1);
+    }
+  };
+  // rk2v4-e8 (FMT 6) only. H200, graph-timed against loading after the wait: rk2v4-e8
+  // 0.90-1.02x (session 11; head_dim 128 0.90-0.98x); for every format it cost rk4v4-e8 at
+  // head_dim 256 8-14 % (its registers are the tightest; session 10). Building the FMT 6
+  // table copies before the wait as well lost the head_dim 128 gain (session 11).
+  const bool early = FMT == 6 && p.history_ready && p_begin + 2 <= start / kPage;
+  if (early) first_loads();
   pdl_wait();  // Q and the pages may be the predecessor's output (the append's new token)
   float qx[2][D / 32];
   comp_q_load<D>(p, row0, R, tok0, kvh, qx);
-  Slice KA, KB, VA, VB;
-  if (kIdRing && n_iter > 0) {
-    cp_async_wait<0>();
-    __syncwarp();
-  }
-  if ((PIPE == 1 || PIPE == 2) && n_iter > 0) {
-    const int pg0 = pid(0), pg1 = pid(1);
-    loadK(KA, pg0);
-    loadV(VA, pg0);
-    loadK(KB, pg1);
-    loadV(VB, pg1);
-  }
+  if (!early) first_loads();
   if constexpr (FMT == 4) {
     e8pT[tid] = tm0;
     e8pT[tid + 128] = tm1;
