@@ -471,7 +471,30 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // head_dim 256 8-14 % (its registers are the tightest; session 10). Building the FMT 6
   // table copies before the wait as well lost the head_dim 128 gain (session 11).
   const bool early = FMT == 6 && p.history_ready && p_begin + 2 <= start / kPage;
-  if (early) first_loads();
+  // FMT 6's table copies (visible to the loop after the Q prologue's barrier). At head_dim 256
+  // they are built before the wait as well when the first loads are early: there that frees
+  // the registers of the table entries (no spill in PIPE 1 and 2, 8 bytes otherwise) and was
+  // 0.96-0.99x at batch 1 (H200, session 11); at head_dim 128 it lost the early loads' gain.
+  const bool early_copies = D == 256 && early;
+  auto build_copies = [&] {
+    // Rows tid and tid + 128, 16 bytes (two copies) per store. The start column rotates with
+    // tid, so the 8 threads of a store phase write distinct banks.
+    uint4* rw = reinterpret_cast<uint4*>(e8p_banked);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int col = (j + tid) & 7;
+      rw[tid * 16 + col] = make_uint4(ts0.x, ts0.y, ts0.x, ts0.y);
+      rw[tid * 16 + 8 + col] = make_uint4(tm0.x, tm0.y, tm0.x, tm0.y);
+      rw[(tid + 128) * 16 + col] = make_uint4(ts1.x, ts1.y, ts1.x, ts1.y);
+      rw[(tid + 128) * 16 + 8 + col] = make_uint4(tm1.x, tm1.y, tm1.x, tm1.y);
+    }
+  };
+  if (early) {
+    first_loads();
+    if constexpr (FMT == 6) {
+      if (early_copies) build_copies();
+    }
+  }
   pdl_wait();  // Q and the pages may be the predecessor's output (the append's new token)
   float qx[2][D / 32];
   comp_q_load<D>(p, row0, R, tok0, kvh, qx);
@@ -485,19 +508,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   if constexpr (FMT == 5) {
     for (int i = tid; i < 256; i += kThreads) e8pW[i] = e8p_alu::table_word(__ldg(p.e8p_abs + i));
   }
-  if constexpr (FMT == 6) {
-    // Rows tid and tid + 128, 16 bytes (two copies) per store. The start column rotates with
-    // tid, so the 8 threads of a store phase write distinct banks.
-    uint4* rw = reinterpret_cast<uint4*>(e8p_banked);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int col = (j + tid) & 7;
-      rw[tid * 16 + col] = make_uint4(ts0.x, ts0.y, ts0.x, ts0.y);
-      rw[tid * 16 + 8 + col] = make_uint4(tm0.x, tm0.y, tm0.x, tm0.y);
-      rw[(tid + 128) * 16 + col] = make_uint4(ts1.x, ts1.y, ts1.x, ts1.y);
-      rw[(tid + 128) * 16 + 8 + col] = make_uint4(tm1.x, tm1.y, tm1.x, tm1.y);
-    }
-  }  // visible to the loop after the Q prologue's barrier
+  if (FMT == 6 && !early_copies) build_copies();
   // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group) ----
   comp_q_prologue<D, FMT == 3>(p, qx, Q8, Qsc, Qbs, Qgs);  // the Q sums: rk4v4-e8's offsets only
   __syncthreads();
