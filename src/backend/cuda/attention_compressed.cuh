@@ -335,10 +335,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // tables above (written once, at start-up), the work item and the first page ids (the
   // planner's upload, ordered before the predecessor), so that with a predecessor that lets
   // its dependents start early (the merge kernel, the KV append) those round trips overlap it.
-  // The table copies are built after the first slices' loads are requested, as before the
-  // early start: built before the wait they cost the same when the predecessor does not
-  // start them early (H200, session 10: graph 0.956-0.998x of the old order either way,
-  // host-launched batch 1 up to 1.03x built early, <= 1.0x built late).
+  // With run's history_ready, rk2v4-e8 also requests its first slices before the wait (and,
+  // at head_dim 256, builds its table copies there too: `early` below). Otherwise the copies
+  // are built after the first slices' loads are requested: built before the wait they cost
+  // the same when the predecessor does not start them early (H200, session 10: graph
+  // 0.956-0.998x of the old order either way, host-launched batch 1 up to 1.03x built early).
   const DecodeTile t = decode_tile<R8>(p);
   const int row0 = t.row0, kvh = t.kvh, split = t.split, tok0 = t.tok0, start = t.start, g = t.g, R = t.R;
   const int row_end = t.row_end, n_keys = t.n_keys, p_begin = t.p_begin, n_iter = t.n_iter;
