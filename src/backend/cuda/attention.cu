@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "backend/cuda/attention.h"
+#include "core/env.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/e8p_alu.h"
@@ -835,15 +836,6 @@ int e8p_decode_fmt() {
     throw std::runtime_error(std::string("NINFER_CUDA_E8P_DECODE must be 'table', 'banked' or 'alu', got '") + e + "'");
   }();
   return v;
-}
-
-// An on/off environment switch: unset, empty or "1" is on, "0" off, anything else an error
-// naming the variable.
-bool env_switch(const char* name) {
-  const char* e = std::getenv(name);
-  if (!e || !*e || std::strcmp(e, "1") == 0) return true;
-  if (std::strcmp(e, "0") == 0) return false;
-  throw std::runtime_error(std::string(name) + " must be 0 or 1, got '" + e + "'");
 }
 
 // NINFER_CUDA_CTA_CAP=0 leaves the register decode kernel's grid uncapped (A/B); unset or 1:

@@ -30,6 +30,7 @@
 #include "backend/cuda/kv_cache.h"
 #include "backend/cuda/ops.h"
 #include "core/dtype.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "kv/capacity.h"
 #include "kv/page_table.h"
@@ -149,8 +150,8 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(const Model& model, const CudaBackendOptions& opt) : c_(model.config) {
     mode_ = mode_from_env(opt);
-    if (const char* e = std::getenv("NINFER_CUDA_GEMV")) use_gemv_ = std::string(e) != "0";
-    if (const char* e = std::getenv("NINFER_CUDA_GRAPHS")) use_graphs_ = std::string(e) != "0";
+    use_gemv_ = env_switch("NINFER_CUDA_GEMV");
+    use_graphs_ = env_switch("NINFER_CUDA_GRAPHS");
     const int d = c_.head_dim;
     if (d != 64 && d != 128 && d != 256)
       fail("the CUDA backend supports head_dim 64, 128 and 256; {} has head_dim {} (use --device cpu)",
