@@ -25,13 +25,13 @@
 #include <type_traits>
 
 #include "backend/cuda/attention.h"
-#include "core/env.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/e8p_alu.h"
 #include "backend/cuda/e8p_tables.h"
 #include "backend/cuda/kv_codecs.cuh"
 #include "backend/cuda/kv_lowbit.cuh"
+#include "core/env.h"
 
 namespace ninfer::cuda {
 namespace {

@@ -160,7 +160,8 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
     flush = std::make_unique<DevMem>(flush_bytes);
   }
   auto step = [&](cudaStream_t s) {
-    // history_ready: the cache is filled once, before every step (as the engine's older slots).
+    // history_ready: the cache is filled once, before the timed steps, which only read it (as
+    // the engine's older slots).
     attn.run(q.as<float>(), nh * d, kp.as<uint8_t>(), vp.as<uint8_t>(), out.as<uint16_t>(), nh * d, s, true);
   };
   std::vector<float> ms;
