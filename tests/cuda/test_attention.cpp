@@ -74,6 +74,7 @@ struct AttnFixture {
   DevBuf<float> d_q;
   DevBuf<uint8_t> k_pool, v_pool;
   bool history_ready = false;  // run's history_ready (first pages read before the decode kernel's wait)
+  bool q_ready = false;        // run's q_ready (with history_ready: rk2v4-e8's prologue before the wait)
 
   explicit AttnFixture(const AttnCase& cs)
       : c(cs), fmt(find_kv_format(cs.fmt)), d(cs.head_dim), nh(cs.n_heads), nkv(cs.n_kv_heads), g(nh / nkv),
@@ -160,7 +161,7 @@ struct AttnFixture {
     attn.plan(seqs.data(), int(seqs.size()), total_q, nullptr);
     DevBuf<uint16_t> d_out(size_t(total_q) * nh * d);
     d_out.poison();
-    attn.run(d_q.get(), q_ld, k_pool.get(), v_pool.get(), d_out.get(), nh * d, nullptr, history_ready);
+    attn.run(d_q.get(), q_ld, k_pool.get(), v_pool.get(), d_out.get(), nh * d, nullptr, history_ready, q_ready);
     if (splits_used) *splits_used = attn.splits(0);
     if (splits_prefill) *splits_prefill = attn.splits(1);
     return d_out.download();
@@ -323,6 +324,9 @@ TEST(PagedAttentionProps, CtaCapChangesNoBit) {
     EXPECT_EQ(fx.run(c.forced_splits, 2), base) << "capped at 2 CTAs per SM";
     fx.history_ready = true;
     EXPECT_EQ(fx.run(c.forced_splits, 0), base) << "first pages read before the wait (history_ready)";
+    fx.q_ready = true;
+    EXPECT_EQ(fx.run(c.forced_splits, 0), base) << "and the prologue before it (q_ready)";
+    fx.q_ready = false;
   }
 }
 

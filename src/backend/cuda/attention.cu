@@ -76,6 +76,7 @@ struct KernelParams {
   // (0: as many as fit), enforced with dynamic shared memory (pad_for_ctas_per_sm).
   int ctas_per_sm;
   int history_ready;  // decode_comp_kernel: run's history_ready (pages below start read before the wait)
+  int q_ready;        // decode_comp_kernel: run's q_ready (with history_ready: the prologue before the wait)
 };
 
 // KIND 2 (compressed caches, prefill kernel): expands rows [0, rows) of a block of codes (codes [rows][cb], then scales
@@ -852,6 +853,13 @@ bool history_early_enabled() {
   return v;
 }
 
+// NINFER_CUDA_Q_EARLY=0: the register decode kernel reads Q only after its wait even when the
+// caller allows it earlier (A/B); unset or 1: before it (PagedAttention::run's q_ready).
+bool q_early_enabled() {
+  static const bool v = env_switch("NINFER_CUDA_Q_EARLY");
+  return v;
+}
+
 // Rows per decode-class work item: the decode kernel's tile, kCompRows for decode_comp_kernel
 // (int8, int4, rk4v4-e8, rk2v4-e8) and 16 for bf16 and decode_lowbit_kernel (the minifloat kinds).
 int decode_work_rows(CacheKind k) {
@@ -875,18 +883,27 @@ bool pdl_launches() {
 
 // Launches kernel(kp) on grid x kThreads with dyn bytes of dynamic shared memory, as a
 // programmatic dependent of the stream's previous kernel when pdl_launches().
+// carveout >= 0: the launch's preferred shared-memory carveout (percent of the SM's shared
+// memory; launch_merge).
 template <typename Kernel>
-void launch_pdl(Kernel kernel, dim3 grid, size_t dyn, const KernelParams& kp, cudaStream_t s) {
+void launch_pdl(Kernel kernel, dim3 grid, size_t dyn, const KernelParams& kp, cudaStream_t s, int carveout = -1) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = dyn;
   cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (pdl_launches()) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (carveout >= 0) {
+    attr[n].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+    attr[n++].val.sharedMemCarveout = unsigned(carveout);
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = pdl_launches() ? 1 : 0;
+  cfg.numAttrs = n;
   NINFER_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, kp));
 }
 
@@ -919,6 +936,8 @@ size_t pad_for_ctas_per_sm(int cps, size_t static_bytes) {
 }
 
 // decode_comp_kernel<D, FMT, PIPE> for the run-time PIPE: launch, or (grid.x == 0) its occupancy.
+// A launch returns the shared memory its CTAs hold on one SM when capped (kp.ctas_per_sm > 0,
+// with the reserved part; launch_merge), else 0.
 template <int D, int FMT>
 int comp_kernel_call(int pipe, dim3 grid, const KernelParams& kp, cudaStream_t s) {
   constexpr int dyn = FMT == 6 ? kE8pBankedBytes : 0;  // dynamic shared memory (FMT 6's table copies)
@@ -941,7 +960,10 @@ int comp_kernel_call(int pipe, dim3 grid, const KernelParams& kp, cudaStream_t s
     if (grid.x == 0) {
       NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, dyn));
     } else {  // the kernel waits for its predecessor (pdl_wait) before it reads what that writes
-      launch_pdl(kernel, grid, std::max<size_t>(dyn, pad_for_ctas_per_sm(kp.ctas_per_sm, static_bytes)), kp, s);
+      const size_t dyn_launch = std::max<size_t>(dyn, pad_for_ctas_per_sm(kp.ctas_per_sm, static_bytes));
+      launch_pdl(kernel, grid, dyn_launch, kp, s);
+      if (kp.ctas_per_sm > 0)
+        n = kp.ctas_per_sm * int(static_bytes + dyn_launch + smem_limits().reserved_per_block);
     }
     return n;
   };
@@ -1000,13 +1022,29 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
   // be scheduled: its CTAs read their work items and page ids while these merge. Its grid is
   // capped at the planned CTAs per SM (pad_for_ctas_per_sm); uncapped, the early CTAs bunched
   // on some SMs (rk2v4-e8 batch 1 32K: 1.21-1.26x the time, H200, sessions 9 and 10).
-  pdl_wait();
-  pdl_launch_dependents();
   const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
   // Thread (split group sg, float4 column c): splits sg, sg + SG, ...
   const int c = threadIdx.x % C4, sg = threadIdx.x / C4;
   const size_t stride = size_t(p.n_rows_total) * (D / 4);
   const float4* src = reinterpret_cast<const float4*>(p.part_o) + grow * (D / 4) + col0 / 4 + c;
+  // Every line read below is asked of the L2 before the wait (a prefetch: no value is used, and
+  // the decode kernel's writes to these lines go to the L2, which holds the one copy). Read
+  // only after the wait, the first (m, l) took ~0.85 us, and a load of a line this CTA had
+  // touched before ~0.16 us (H200, session 12, timestamps in this kernel).
+  constexpr int NML = (kMaxSplits + 31) / 32;
+  const float2* ml_src = reinterpret_cast<const float2*>(p.part_ml) + grow;
+  if (threadIdx.x < 32) {
+#pragma unroll
+    for (int i = 0; i < NML; ++i) {
+      const int s = threadIdx.x + 32 * i;
+      if (s < p.n_splits) prefetch_l2(ml_src + size_t(s) * p.n_rows_total);
+    }
+  }
+  if (c % 8 == 0) {  // one thread per 128-byte line
+    for (int s = sg; s < p.n_splits; s += SG) prefetch_l2(src + size_t(s) * stride);
+  }
+  pdl_wait();
+  pdl_launch_dependents();
   float4 v[kHoist ? NS : 1];
   if constexpr (kHoist) {
 #pragma unroll
@@ -1018,8 +1056,6 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
   if (threadIdx.x < 32) {
     // Warp 0: every (m, l) pair of the row requested at once (one round trip; a loop of
     // dependent reads took one per 32 splits, twice), then the max, the weights and their sum.
-    constexpr int NML = (kMaxSplits + 31) / 32;
-    const float2* ml_src = reinterpret_cast<const float2*>(p.part_ml) + grow;
     float2 ml[NML];
 #pragma unroll
     for (int i = 0; i < NML; ++i) {
@@ -1122,14 +1158,23 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelParams p) {
 
 // Launches merge_kernel for tiles of `rows` rows: 64-column chunks unless the output rotation
 // spans the whole row. A programmatic dependent launch (launch_pdl).
+//
+// decode_smem_per_sm > 0: the shared memory the decode kernel's CTAs hold on one SM. The merge
+// then asks for a carveout with room for them: the next step's decode CTAs, scheduled early
+// (PDL), can then join an SM that still runs merge CTAs. At the merge's own (small) carveout they
+// waited for the SM to drain: rk2v4-e8, 32/8/128 batch 1 32K, 124 of 264 CTAs started up to
+// 1.7 us late (H200, session 11). The largest carveout for every format cost int4 and rk4v4-e8
+// at head_dim 256 up to 1.08x (their decode CTAs then run with less L1).
 template <int D>
-void launch_merge(const KernelParams& kp, int n_work, int rows, cudaStream_t s) {
+void launch_merge(const KernelParams& kp, int n_work, int rows, cudaStream_t s, int decode_smem_per_sm) {
   const bool full = kp.o_rot == 1 || D == 64;
   const dim3 grid(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(full ? rows : rows * (D / 64)));
+  const int per_sm = int(smem_limits().per_sm);
+  const int carveout = decode_smem_per_sm > 0 ? std::min(100, (100 * decode_smem_per_sm + per_sm - 1) / per_sm) : -1;
   if (full) {
-    launch_pdl(merge_kernel<D, D>, grid, 0, kp, s);
+    launch_pdl(merge_kernel<D, D>, grid, 0, kp, s, carveout);
   } else {
-    launch_pdl(merge_kernel<D, 64>, grid, 0, kp, s);
+    launch_pdl(merge_kernel<D, 64>, grid, 0, kp, s, carveout);
   }
 }
 
@@ -1154,6 +1199,7 @@ template <int D, int KIND>
 void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
   const dim3 grid(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(kp.n_splits));
   static bool configured = false;
+  int decode_smem = 0;  // per SM, when capped (comp_kernel_call)
   if constexpr (KIND == 0) {
     using L = DecodeLayout<D, 0>;
     if (!configured) {
@@ -1164,11 +1210,11 @@ void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
     decode_attention_kernel<D, 0><<<grid, kThreads, L::kBytes, s>>>(kp);
   } else {
     // int8 and the compressed kinds: straight from the codes (attention_compressed.cuh), 8-row tiles.
-    comp_call<D>(CacheKind(kp.fmt), grid, kp, s);
+    decode_smem = comp_call<D>(CacheKind(kp.fmt), grid, kp, s);
   }
   NINFER_CUDA_LAUNCH_CHECK();
   if (kp.n_splits > 1) {
-    launch_merge<D>(kp, n_work, KIND == 0 ? 16 : kCompRows, s);
+    launch_merge<D>(kp, n_work, KIND == 0 ? 16 : kCompRows, s, decode_smem);
   }
 }
 
@@ -1382,7 +1428,7 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
 }
 
 void PagedAttention::run(const float* q, int q_ld, const uint8_t* k_pool, const uint8_t* v_pool, uint16_t* out,
-                         int out_ld, cudaStream_t s, bool history_ready) {
+                         int out_ld, cudaStream_t s, bool history_ready, bool q_ready) {
   for (int c = 0; c < 2; ++c) {
     const Class& k = cls_[c];
     if (k.n_work == 0) continue;
@@ -1415,6 +1461,7 @@ void PagedAttention::run(const float* q, int q_ld, const uint8_t* k_pool, const 
     kp.e8p_sgn = e8p_sgn_;
     kp.ctas_per_sm = k.ctas_per_sm;
     kp.history_ready = history_ready && history_early_enabled() ? 1 : 0;
+    kp.q_ready = q_ready && q_early_enabled() ? 1 : 0;
     switch (shape_.head_dim) {
       case 64: dispatch_kind<64>(kp, shape_.kind, c, k.n_work, s); break;
       case 128: dispatch_kind<128>(kp, shape_.kind, c, k.n_work, s); break;

@@ -103,8 +103,11 @@ class PagedAttention {
   // previous kernel on `s` started (that kernel writes at most the chunks' new tokens, as the
   // KV append does), so the register decode kernel may load its first pages before it waits
   // for that kernel (on sm_90, where that kernel may let it start early).
+  // q_ready: q was complete before the previous kernel on `s` started (that kernel does not
+  // write it), so that, with history_ready, the register decode kernel may read and prepare it
+  // before it waits for that kernel.
   void run(const float* q, int q_ld, const uint8_t* k_pool, const uint8_t* v_pool, uint16_t* out, int out_ld,
-           cudaStream_t s, bool history_ready = false);
+           cudaStream_t s, bool history_ready = false, bool q_ready = false);
 
   // Tests and benchmarks: force the number of KV splits (0: automatic).
   void force_splits(int n) { forced_splits_ = n; }

@@ -496,10 +496,17 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       if (early_copies) build_copies();
     }
   }
-  pdl_wait();  // Q and the pages may be the predecessor's output (the append's new token)
+  // With p.q_ready (run's q_ready: the predecessor does not write Q), the prologue runs before
+  // the wait: Q's load and rotation, rk2v4-e8's table copies. At batch 1 that was ~1.3 us
+  // from the wait to the loop (H200, session 12 timestamps: Q's round trip ~0.8 us, the copies
+  // ~0.6 us, the Q prologue ~0.55 us). Graph A/B (session 12): rk2v4-e8 (with its early
+  // slices) 0.95x at batch 1 32K, int4 0.93-0.97x at batch 1; rk4v4-e8 0.95-0.97x at head_dim
+  // 128 but 1.08-1.13x at 256 (its registers are the tightest), so not there; int8 not measured.
+  const bool pro_early = p.q_ready && (FMT == 6 ? early : (FMT == 2 || (FMT == 3 && D <= 128)));
+  if (!pro_early) pdl_wait();  // Q and the pages may be the predecessor's output (the append's new token)
   float qx[2][D / 32];
   comp_q_load<D>(p, row0, R, tok0, kvh, qx);
-  if (!early) first_loads();
+  if (!early && !pro_early) first_loads();
   if constexpr (FMT == 4) {
     e8pT[tid] = tm0;
     e8pT[tid + 128] = tm1;
@@ -513,6 +520,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // ---- Q: fp32 -> rotate (K rotation) -> int8 per (row, 64-group) ----
   comp_q_prologue<D, FMT == 3>(p, qx, Q8, Qsc, Qbs, Qgs);  // the Q sums: rk4v4-e8's offsets only
   __syncthreads();
+  if (pro_early) {
+    pdl_wait();
+    if (!early) first_loads();
+  }
   // Q's B fragments: row g, block 8 grp + 2c + kk (8 bytes: b0 = values 0..3, b1 = 4..7).
   uint32_t qf[2 * NG][2];
 #pragma unroll
@@ -962,8 +973,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       const int gr = row0 + tid;
       const size_t grow = size_t(tok0 + gr / g) * p.n_heads + kvh * g + gr % g;
       grow_s[tid] = int(grow);
-      p.part_ml[(size_t(split) * p.n_rows_total + grow) * 2] = M;
-      p.part_ml[(size_t(split) * p.n_rows_total + grow) * 2 + 1] = Lsum;
+      *reinterpret_cast<float2*>(p.part_ml + (size_t(split) * p.n_rows_total + grow) * 2) = make_float2(M, Lsum);
     }
   }
   __syncthreads();

@@ -17,7 +17,7 @@
 //    rounded to bf16 (2^-9, the budget of the int8 prefill), nvfp4 values are exact.
 
 template <int D>
-void launch_merge(const KernelParams& kp, int n_work, int rows, cudaStream_t s);  // attention.cu
+void launch_merge(const KernelParams& kp, int n_work, int rows, cudaStream_t s, int decode_smem_per_sm = 0);  // attention.cu
 
 // e4m3 byte i of w (i = 0..3) -> fp32.
 __device__ __forceinline__ float e4m3_byte(uint32_t w, int i) { return e4m3_to_f32_dev((w >> (8 * i)) & 0xFFu); }

@@ -469,8 +469,10 @@ void CudaBackend::enqueue_forward(int T, int R, bool split, const int32_t* d_ids
         observer_(l, meta[size_t(T) + t], obs_host.data() + t * qkvn + qd, obs_host.data() + t * qkvn + qd + kvd);
     }
     // history_ready: the append above writes only the new tokens' slots; every older slot was
-    // written before it started (page copies are synchronous, copy_kv_pages).
-    attn_->run(qkv, qkvn, k_pool, v_pool, att, qd, stream_, true);
+    // written before it started (page copies are synchronous, copy_kv_pages). q_ready: the
+    // append does not write q, and it starts only after the rope kernel that does has finished
+    // (a plain launch).
+    attn_->run(qkv, qkvn, k_pool, v_pool, att, qd, stream_, true, true);
     linear(att, T, L.o, x, true, L.b_o, false);
     cuda::launch_rmsnorm_bf16(x, nullptr, L.ffn_norm.as<float>(), act, T, H, c_.rms_eps, split, stream_);
     linear(act, T, L.gu, gu, false, L.b_gu, split);

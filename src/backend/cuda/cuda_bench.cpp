@@ -161,8 +161,9 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
   }
   auto step = [&](cudaStream_t s) {
     // history_ready: the cache is filled once, before the timed steps, which only read it (as
-    // the engine's older slots).
-    attn.run(q.as<float>(), nh * d, kp.as<uint8_t>(), vp.as<uint8_t>(), out.as<uint16_t>(), nh * d, s, true);
+    // the engine's older slots); q_ready: so is q (the engine's is complete before the KV
+    // append, the attention's predecessor, starts).
+    attn.run(q.as<float>(), nh * d, kp.as<uint8_t>(), vp.as<uint8_t>(), out.as<uint16_t>(), nh * d, s, true, true);
   };
   std::vector<float> ms;
   if (!cfg.graph) {

@@ -40,6 +40,9 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Asks the L2 for the line holding ptr (no register, nothing to wait for).
+__device__ __forceinline__ void prefetch_l2(const void* ptr) { asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr)); }
+
 // Programmatic dependent launch (Hopper, sm_90): a kernel launched with the
 // ProgrammaticStreamSerialization attribute waits here for its predecessor's completion and
 // memory; the predecessor may let it be scheduled early. Both are no-ops before sm_90, where
