@@ -500,7 +500,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // the wait: Q's load and rotation, rk2v4-e8's table copies. At batch 1 that was ~1.3 us
   // from the wait to the loop (H200, session 12 timestamps: Q's round trip ~0.8 us, the copies
   // ~0.6 us, the Q prologue ~0.55 us). Graph A/B (session 12): rk2v4-e8 (with its early
-  // slices) 0.95x at batch 1 32K, int4 0.93-0.97x at batch 1; rk4v4-e8 0.95-0.97x at head_dim
+  // slices) 0.95x at batch 1 32K, int4 0.93-0.99x at batch 1; rk4v4-e8 0.95-0.97x at head_dim
   // 128 but 1.08-1.13x at 256 (its registers are the tightest), so not there; int8 not measured.
   const bool pro_early = p.q_ready && (FMT == 6 ? early : (FMT == 2 || (FMT == 3 && D <= 128)));
   if (!pro_early) pdl_wait();  // Q and the pages may be the predecessor's output (the append's new token)
