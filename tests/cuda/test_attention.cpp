@@ -74,7 +74,7 @@ struct AttnFixture {
   DevBuf<float> d_q;
   DevBuf<uint8_t> k_pool, v_pool;
   bool history_ready = false;  // run's history_ready (first pages read before the decode kernel's wait)
-  bool q_ready = false;        // run's q_ready (with history_ready: rk2v4-e8's prologue before the wait)
+  bool q_ready = false;        // run's q_ready (the decode kernel's Q prologue before its wait)
 
   explicit AttnFixture(const AttnCase& cs)
       : c(cs), fmt(find_kv_format(cs.fmt)), d(cs.head_dim), nh(cs.n_heads), nkv(cs.n_kv_heads), g(nh / nkv),

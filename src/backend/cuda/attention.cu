@@ -76,7 +76,7 @@ struct KernelParams {
   // (0: as many as fit), enforced with dynamic shared memory (pad_for_ctas_per_sm).
   int ctas_per_sm;
   int history_ready;  // decode_comp_kernel: run's history_ready (pages below start read before the wait)
-  int q_ready;        // decode_comp_kernel: run's q_ready (with history_ready: the prologue before the wait)
+  int q_ready;        // decode_comp_kernel: run's q_ready (the Q prologue before the wait; pro_early)
 };
 
 // KIND 2 (compressed caches, prefill kernel): expands rows [0, rows) of a block of codes (codes [rows][cb], then scales

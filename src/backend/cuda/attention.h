@@ -104,8 +104,9 @@ class PagedAttention {
   // KV append does), so the register decode kernel may load its first pages before it waits
   // for that kernel (on sm_90, where that kernel may let it start early).
   // q_ready: q was complete before the previous kernel on `s` started (that kernel does not
-  // write it), so that, with history_ready, the register decode kernel may read and prepare it
-  // before it waits for that kernel.
+  // write it), so that the register decode kernel may read and prepare it before it waits for
+  // that kernel (int4, rk4v4-e8 at head_dim <= 128, and rk2v4-e8 where history_ready lets it
+  // read its first pages early too; attention_compressed.cuh, pro_early).
   void run(const float* q, int q_ld, const uint8_t* k_pool, const uint8_t* v_pool, uint16_t* out, int out_ld,
            cudaStream_t s, bool history_ready = false, bool q_ready = false);
 
