@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_backend.h"
@@ -32,6 +33,7 @@
 #include "core/error.h"
 #include "cuda_test_util.h"
 #include "kv/format.h"
+#include "kv/page_table.h"
 
 namespace ninfer {
 namespace {
@@ -391,6 +393,25 @@ TEST(AttentionBench, ForcedSplitsReachTheKernelsAndBadOnesAreRefused) {
     cfg.splits = s;
     EXPECT_EQ(cuda_bench_decode_attention(cfg).splits, s) << "forced " << s;
   }
+  // The planner's own counts leave no split empty: each split walks ceil(pages / splits)
+  // pages, so with one split too many the last gets none (32K at 32/8/128: 33 planned
+  // splits, 32 of 16 pages).
+  for (const char* fmt : {"int4", "rk2v4-e8"})
+    for (const auto& [hq, hkv, d] : {std::tuple{32, 8, 128}, std::tuple{16, 2, 256}})
+      for (int ctx : {32768, 20000, 4097}) {
+        AttentionBenchConfig pc = cfg;
+        pc.kv_dtype = fmt;
+        pc.n_heads = hq;
+        pc.n_kv_heads = hkv;
+        pc.head_dim = d;
+        pc.ctx = ctx;
+        pc.splits = 0;
+        const int s = cuda_bench_decode_attention(pc).splits;
+        const int pages = (ctx + kPageSize - 1) / kPageSize, pps = (pages + s - 1) / s;
+        EXPECT_GE(s, 1);
+        EXPECT_LT((s - 1) * pps, pages) << fmt << " " << hq << "/" << hkv << "/" << d << " ctx " << ctx << ": "
+                                        << s << " splits of " << pps << " pages";
+      }
   cfg.splits = cuda::kMaxSplits + 1;
   try {
     cuda_bench_decode_attention(cfg);
