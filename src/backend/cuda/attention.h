@@ -49,7 +49,8 @@
 // kernel combines them by log-sum-exp (one CTA per row and 64-column chunk, or per row when
 // the V rotation spans it), launched on sm_90 as a programmatic dependent of the decode kernel;
 // past its own wait it lets its dependent (the next decode step) start. Splits are chosen so
-// the CTAs fill one wave of the GPU's resident slots (occupancy queried per kernel).
+// the CTAs fill one wave of the GPU's resident slots (occupancy queried per kernel), then
+// trimmed so that none of them is empty (each walks ceil(pages / splits) pages).
 //
 // Error budget (what tests/cuda/test_attention.cpp checks against an fp64 reference on the
 // decoded cache): Q and P are rounded to bf16 (relative error <= 2^-9 each), or Q quantised to
