@@ -268,14 +268,68 @@ struct CompSlice {
   uint32_t ks[2][NW], vs[2][NW];  // fp16 scales of keys g, g + 8 (NG halves)
 };
 
-template <int NG>
+// A page's codes and scales, read once per CTA: code_ld<true> reads them without allocating
+// L1 lines (ld.global.nc.L1::no_allocate), code_ld<false> as __ldg. The register decode
+// kernel takes no_allocate for int4 and rk4v4-e8 at head_dim <= 128 (kNoL1 below): H200,
+// session 13, against __ldg on 32/8/128: with the L2 flushed 0.87-0.95x at batch 1 (0.95-1.02x
+// at batch 8), the 8B-shaped checkpoint's decode at 32K 0.978x of the time for both, graph
+// timing 1.00-1.013x. Not for rk2v4-e8 (graph 1.19-1.41x at head_dim 128, whatever its K
+// loads took) nor at head_dim 256 (int4 and rk4v4-e8 graph up to 1.19x at batch 8), nor int8
+// V (a warp reads half of each 32-byte sector of its dim-major page; the L1 serves the other
+// warp). Not volatile, so the compiler schedules them as freely as __ldg: every such load's
+// address comes from a page id read after the kernel's predecessor wait (or, on rk2v4-e8's
+// early path, deliberately before it), which orders it.
+template <bool NA>
+__device__ __forceinline__ uint16_t code_ld(const uint16_t* p) {
+  if constexpr (!NA) {
+    return __ldg(p);
+  } else {
+    uint16_t v;
+    asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];\n" : "=h"(v) : "l"(p));
+    return v;
+  }
+}
+template <bool NA>
+__device__ __forceinline__ uint32_t code_ld(const uint32_t* p) {
+  if constexpr (!NA) {
+    return __ldg(p);
+  } else {
+    uint32_t v;
+    asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
+    return v;
+  }
+}
+template <bool NA>
+__device__ __forceinline__ uint2 code_ld(const uint2* p) {
+  if constexpr (!NA) {
+    return __ldg(p);
+  } else {
+    uint2 v;
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+  }
+}
+template <bool NA>
+__device__ __forceinline__ uint4 code_ld(const uint4* p) {
+  if constexpr (!NA) {
+    return __ldg(p);
+  } else {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+  }
+}
+
+template <int NG, bool NA>
 __device__ __forceinline__ void load_scales(const uint8_t* src, uint32_t* w) {
   if constexpr (NG == 1) {
-    w[0] = __ldg(reinterpret_cast<const uint16_t*>(src));
+    w[0] = code_ld<NA>(reinterpret_cast<const uint16_t*>(src));
   } else if constexpr (NG == 2) {
-    w[0] = __ldg(reinterpret_cast<const uint32_t*>(src));
+    w[0] = code_ld<NA>(reinterpret_cast<const uint32_t*>(src));
   } else {
-    const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
+    const uint2 t = code_ld<NA>(reinterpret_cast<const uint2*>(src));
     w[0] = t.x;
     w[1] = t.y;
   }
@@ -368,6 +422,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // V: int8 (dim-major): head dim 8 g of keys 4c..4c + 3; else key 2c, block g.
   const uint8_t* v_lane = v_head + (FMT == 1 ? 8 * gq * kPage + warp * 16 + 4 * cq : (warp * 16 + 2 * cq) * VCB + 4 * gq);
   const uint8_t* vs_lane = v_head + kPage * VCB + (warp * 16 + kr0) * 2 * NG;
+  constexpr bool kNoL1 = (FMT == 2 || FMT == 3) && D <= 128;  // code_ld: no L1 lines
   auto loadK = [&](Slice& s, int page) {
     const uint8_t* kl = k_lane + size_t(uint32_t(page)) * k_stride;
     const uint8_t* ksl = ks_lane + size_t(uint32_t(page)) * k_stride;
@@ -377,27 +432,27 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       for (int grp = 0; grp < NG; ++grp) {
         const uint8_t* src = kl + h * KH * KCB + grp * KG;
         if constexpr (FMT == 1) {
-          const uint4 t = __ldg(reinterpret_cast<const uint4*>(src));
+          const uint4 t = code_ld<kNoL1>(reinterpret_cast<const uint4*>(src));
           s.k[h][grp][0] = t.x;
           s.k[h][grp][1] = t.y;
           s.k[h][grp][2] = t.z;
           s.k[h][grp][3] = t.w;
         } else if constexpr (is_e8p(FMT)) {
-          s.k[h][grp][0] = __ldg(reinterpret_cast<const uint32_t*>(src));
+          s.k[h][grp][0] = code_ld<kNoL1>(reinterpret_cast<const uint32_t*>(src));
         } else {
-          const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
+          const uint2 t = code_ld<kNoL1>(reinterpret_cast<const uint2*>(src));
           s.k[h][grp][0] = t.x;
           s.k[h][grp][1] = t.y;
         }
       }
-      load_scales<NG>(ksl + h * KH * 2 * NG, s.ks[h]);
+      load_scales<NG, kNoL1>(ksl + h * KH * 2 * NG, s.ks[h]);
     }
   };
   auto loadV = [&](Slice& s, int page) {
     const uint8_t* vl = v_lane + size_t(uint32_t(page)) * v_stride;
     const uint8_t* vsl = vs_lane + size_t(uint32_t(page)) * v_stride;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) load_scales<NG>(vsl + h * KH * 2 * NG, s.vs[h]);
+    for (int h = 0; h < 2; ++h) load_scales<NG, kNoL1>(vsl + h * KH * 2 * NG, s.vs[h]);
     if constexpr (FMT == 1) {
 #pragma unroll
       for (int grp = 0; grp < NG; ++grp)
@@ -408,7 +463,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int grp = 0; grp < NG; ++grp)
-          s.v[j][grp] = __ldg(reinterpret_cast<const uint32_t*>(vl + ((j & 1) + 8 * (j >> 1)) * VCB + 32 * grp));
+          s.v[j][grp] = code_ld<kNoL1>(reinterpret_cast<const uint32_t*>(vl + ((j & 1) + 8 * (j >> 1)) * VCB + 32 * grp));
     }
   };
 
