@@ -121,6 +121,10 @@ void run_attention(const BenchCmd& c) {
           cfg.graph = c.graph;
           cfgs.push_back(cfg);
         }
+  // One KV arena for every row, sized for the largest (cuda_bench_reserve_kv).
+  size_t kv_max = 0;
+  for (const AttentionBenchConfig& cfg : cfgs) kv_max = std::max(kv_max, cuda_bench_kv_bytes(cfg));
+  cuda_bench_reserve_kv(kv_max);
   for (const AttentionBenchConfig& cfg : cfgs) {
     std::fprintf(stderr, "bench attention: %s batch %d ctx %d ...\n", cfg.kv_dtype.c_str(), cfg.batch, cfg.ctx);
     AttentionBenchResult r = cuda_bench_decode_attention(cfg);

@@ -77,5 +77,14 @@ struct AttentionBenchResult {
   std::string device_name;
 };
 AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg);
+// The K and V pool bytes of one such call (0 for a format without CUDA kernels).
+size_t cuda_bench_kv_bytes(const AttentionBenchConfig& cfg);
+// Allocates `bytes` of device memory now (unless as much is reserved already), from which the
+// process's later cuda_bench_decode_attention calls take their K and V pools, as a server
+// allocates its pool once. With an allocation and a free per call, a batch-1 row measured
+// after larger ones could run much slower than the same row in a fresh process (H200, session
+// 13, graph timing: int4 32/8/128 32K 17.82 us against 14.58 alone; 14.60 with the arena).
+// rk2v4-e8's rows keep ~3 % of such a difference with the arena (16.18 against 15.55 us).
+void cuda_bench_reserve_kv(size_t bytes);
 
 }  // namespace ninfer

@@ -66,6 +66,17 @@ std::vector<float> time_events(F&& fn, int warmup, int repeats) {
   return time_events(fn, warmup, repeats, [] {});
 }
 
+// The KV pools of the process's attention benchmarks (cuda_bench_reserve_kv): one allocation
+// that every later call carves its pools from, null until reserved.
+std::unique_ptr<DevMem> g_kv_arena;
+size_t g_kv_arena_bytes = 0;
+
+size_t pool_bytes(const AttentionBenchConfig& cfg, cuda::CacheKind kind, int side) {
+  const size_t n_pages = size_t((cfg.ctx + kPageSize - 1) / kPageSize) * size_t(cfg.batch);
+  return n_pages * size_t(cfg.n_kv_heads) * cuda::cache_block_bytes(kind, cfg.head_dim, side);
+}
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
 }  // namespace
 
 double cuda_copy_bandwidth(size_t bytes) {
@@ -90,8 +101,20 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
   const int d = cfg.head_dim, nkv = cfg.n_kv_heads, nh = cfg.n_heads;
   const int pages_per_seq = (cfg.ctx + kPageSize - 1) / kPageSize;
   const int n_pages = pages_per_seq * cfg.batch;
-  DevMem kp(size_t(n_pages) * nkv * cuda::cache_block_bytes(kind, d, 0));
-  DevMem vp(size_t(n_pages) * nkv * cuda::cache_block_bytes(kind, d, 1));
+  // K and V pools: carved from the reserved arena when it holds them, else allocated here.
+  const size_t k_bytes = pool_bytes(cfg, kind, 0), v_bytes = pool_bytes(cfg, kind, 1);
+  std::unique_ptr<DevMem> own_k, own_v;
+  uint8_t* k_pool = nullptr;
+  uint8_t* v_pool = nullptr;
+  if (g_kv_arena && round_up(k_bytes, 256) + v_bytes <= g_kv_arena_bytes) {
+    k_pool = g_kv_arena->as<uint8_t>();
+    v_pool = k_pool + round_up(k_bytes, 256);
+  } else {
+    own_k = std::make_unique<DevMem>(k_bytes);
+    own_v = std::make_unique<DevMem>(v_bytes);
+    k_pool = own_k->as<uint8_t>();
+    v_pool = own_v->as<uint8_t>();
+  }
   // Physical pages handed out in a shuffled order, as a long-running server would have them.
   std::vector<int32_t> perm(static_cast<size_t>(n_pages));
   std::iota(perm.begin(), perm.end(), 0);
@@ -124,8 +147,8 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
         ap.v_col = nkv * d;
         ap.tok_page = pg.as<int32_t>();
         ap.tok_slot = sl.as<int32_t>();
-        ap.k_pool = kp.as<uint8_t>();
-        ap.v_pool = vp.as<uint8_t>();
+        ap.k_pool = k_pool;
+        ap.v_pool = v_pool;
         ap.n_tokens = n;
         ap.n_kv_heads = nkv;
         ap.head_dim = d;
@@ -163,7 +186,7 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
     // history_ready: the cache is filled once, before the timed steps, which only read it (as
     // the engine's older slots); q_ready: so is q (the engine's is complete before the KV
     // append, the attention's predecessor, starts).
-    attn.run(q.as<float>(), nh * d, kp.as<uint8_t>(), vp.as<uint8_t>(), out.as<uint16_t>(), nh * d, s, true, true);
+    attn.run(q.as<float>(), nh * d, k_pool, v_pool, out.as<uint16_t>(), nh * d, s, true, true);
   };
   std::vector<float> ms;
   if (!cfg.graph) {
@@ -206,6 +229,20 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
   NINFER_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   r.device_name = prop.name;
   return r;
+}
+
+size_t cuda_bench_kv_bytes(const AttentionBenchConfig& cfg) {
+  cuda::CacheKind kind;
+  if (!cuda::cache_kind_for(find_kv_format(cfg.kv_dtype).name, &kind)) return 0;
+  return round_up(pool_bytes(cfg, kind, 0), 256) + pool_bytes(cfg, kind, 1);
+}
+
+void cuda_bench_reserve_kv(size_t bytes) {
+  if (bytes <= g_kv_arena_bytes) return;
+  g_kv_arena.reset();
+  g_kv_arena_bytes = 0;
+  g_kv_arena = std::make_unique<DevMem>(bytes);
+  g_kv_arena_bytes = bytes;
 }
 
 }  // namespace ninfer
