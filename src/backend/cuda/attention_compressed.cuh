@@ -271,12 +271,12 @@ struct CompSlice {
 // A page's codes and scales, read once per CTA: code_ld<true> reads them without allocating
 // L1 lines (ld.global.nc.L1::no_allocate), code_ld<false> as __ldg. The register decode
 // kernel takes no_allocate for int4 and rk4v4-e8 at head_dim <= 128 (kNoL1 below): H200,
-// session 13, against __ldg on 32/8/128: with the L2 flushed 0.87-0.95x at batch 1 (0.95-1.02x
-// at batch 8), the 8B-shaped checkpoint's decode at 32K 0.978x of the time for both, graph
-// timing 1.00-1.013x. Not for rk2v4-e8 (graph 1.19-1.41x at head_dim 128, whatever its K
-// loads took) nor at head_dim 256 (int4 and rk4v4-e8 graph up to 1.19x at batch 8), nor int8
-// V (a warp reads half of each 32-byte sector of its dim-major page; the L1 serves the other
-// warp). Not volatile, so the compiler schedules them as freely as __ldg: every such load's
+// session 13, against __ldg on 32/8/128: with the L2 flushed 0.88-0.94x at batch 1 (0.96-1.02x
+// at batch 8), the 8B-shaped checkpoint's decode at 32K 0.972x (int4) and 0.978x (rk4v4-e8),
+// graph timing 1.003-1.017x. Not for rk2v4-e8 (graph 1.19-1.41x at head_dim 128, whatever
+// its K loads took) nor at head_dim 256 (int4 and rk4v4-e8 graph up to 1.19x at batch 8),
+// nor int8 V (a warp reads half of each 32-byte sector of its dim-major page; the L1 serves
+// the other warp). Not volatile, so the compiler schedules them as freely as __ldg: every such load's
 // address comes from a page id read after the kernel's predecessor wait (or, on rk2v4-e8's
 // early path, deliberately before it), which orders it.
 template <bool NA>
