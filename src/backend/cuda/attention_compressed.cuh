@@ -276,9 +276,9 @@ struct CompSlice {
 // graph timing 1.003-1.017x. Not for rk2v4-e8 (graph 1.19-1.41x at head_dim 128, whatever
 // its K loads took) nor at head_dim 256 (int4 and rk4v4-e8 graph up to 1.19x at batch 8),
 // nor int8 V (a warp reads half of each 32-byte sector of its dim-major page; the L1 serves
-// the other warp). Not volatile, so the compiler schedules them as freely as __ldg: every such load's
-// address comes from a page id read after the kernel's predecessor wait (or, on rk2v4-e8's
-// early path, deliberately before it), which orders it.
+// the other warp). Not volatile, so the compiler schedules them as freely as __ldg: every
+// such load's address comes from a page id read after the kernel's predecessor wait (or, on
+// rk2v4-e8's early path, deliberately before it), which orders it.
 template <bool NA>
 __device__ __forceinline__ uint16_t code_ld(const uint16_t* p) {
   if constexpr (!NA) {

@@ -232,7 +232,10 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
 }
 
 size_t cuda_bench_kv_bytes(const AttentionBenchConfig& cfg) {
+  // A row the benchmark will refuse reserves nothing (its own call names what is wrong).
   cuda::CacheKind kind;
+  if (cfg.head_dim != 64 && cfg.head_dim != 128 && cfg.head_dim != 256) return 0;
+  if (cfg.ctx < 1 || cfg.batch < 1 || cfg.n_kv_heads < 1) return 0;
   if (!cuda::cache_kind_for(find_kv_format(cfg.kv_dtype).name, &kind)) return 0;
   return round_up(pool_bytes(cfg, kind, 0), 256) + pool_bytes(cfg, kind, 1);
 }
