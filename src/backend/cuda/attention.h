@@ -100,6 +100,9 @@ class PagedAttention {
   void plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, cudaStream_t s);
   // q: [n_tokens_total, q_ld] fp32, head h at q + t * q_ld + h * head_dim (post rope).
   // k_pool, v_pool: one layer's pools. out: [n_tokens_total, out_ld] bf16, head h at h * head_dim.
+  // Every slot of the pools' pages, written or not, must hold finite scales (zero the pools
+  // when they are allocated: the encoders write finite ones): the register decode kernel
+  // multiplies a masked key's V scale by its P of exactly 0.
   // history_ready: every page slot below each chunk's start_pos was complete before the
   // previous kernel on `s` started (that kernel writes at most the chunks' new tokens, as the
   // KV append does), so the register decode kernel may load its first pages before it waits

@@ -33,7 +33,7 @@
 //    are paired per register by one byte permute as exact bf16 subnormals n 2^-133
 //    (nib_mtile_sub; P' = P v_scale enters as P' 2^64); O = 2 sum P' n + sum P' c - 16 sum P'
 //    (E8; int4: sum P'(n ^ 8) - 8 sum P'), the last two sums from one more MMA per group whose
-//    A rows are c and 1 (times 2^-69).
+//    A rows are c and 1 (times 2^-95: bit28_pair's unit).
 //  - Codes and scales of the next slice are loaded (plain 4- and 8-byte global loads) while the
 //    current one is computed (PIPE: the loop variants, below).
 // Before the page walk, loads in the order their data is needed (a warp's loads return in
@@ -68,9 +68,21 @@ __device__ __forceinline__ uint32_t prmt_sign(uint32_t a, uint32_t b, uint32_t s
   return d;
 }
 
-// Bit 28 of x (low half) and of y (high half) as the 16-bit pattern `one` or 0 (one = 0x3F80:
-// bf16 1.0; 0x3C00: fp16 1.0).
-__device__ __forceinline__ uint32_t bit28_pair(uint32_t x, uint32_t y, uint32_t one2) {
+// Bit 28 of x (low half) and of y (high half) as bit 12 of each 16-bit half: one byte permute
+// (byte 3 of x to byte 1, byte 3 of y to byte 3) and one mask. Bit 12 alone is a power of two
+// in both 16-bit float formats: bf16 2^-95 (exponent field 32), fp16 2^-11 (exponent field 4),
+// so the pair is an MMA operand of c times that power (against a shift of each word and a
+// sign-replicating permute for 1.0: 2 instructions fewer per pair).
+constexpr uint32_t kBit12Pair = 0x10001000u;
+constexpr float kBit12Bf16 = 39614081257132168796771975168.0f;  // 2^95: 1 / (bf16 0x1000)
+constexpr float kBit12Fp16 = 2048.0f;                           // 2^11: 1 / (fp16 0x1000)
+__device__ __forceinline__ uint32_t bit28_pair(uint32_t x, uint32_t y) {
+  return __byte_perm(x, y, 0x7733u) & kBit12Pair;
+}
+// The same bits as the 16-bit pattern `one` or 0 (one2: that pattern twice): the form the
+// register decode kernel keeps at head_dim 256, where the form above together with the P shift
+// (kPShift, decode_comp_kernel) cost rk4v4-e8 1.08-1.14x (H200, session 14, graph timing).
+__device__ __forceinline__ uint32_t bit28_one(uint32_t x, uint32_t y, uint32_t one2) {
   return prmt_sign(x << 3, y << 3, 0xFFBBu) & one2;
 }
 
@@ -596,17 +608,25 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // output at the end (P' below is P v_scale; a power of two: the same bf16 roundings).
   constexpr float k_mul = FMT == 2 ? 1.0f / 16 : (FMT == 3 || FMT == 1 ? 1.0f : 0.25f);  // E8: (2y / 2) via ia + cor / 2; E8P: 4y
   constexpr float v_mul = FMT == 2 ? 1.0f : 0.5f;
-  // The nibble kinds' P V in scaled units (pv below): P'' = P v_scale kPvScale; the offsets'
-  // MMA rows are kCorOne2 (bf16 2^-69 twice).
-  constexpr float kPvScale = 18446744073709551616.0f;  // 2^64
-  constexpr uint32_t kCorOne2 = 0x1D001D00u;            // bf16 2^-69, twice
+  // The nibble kinds' P V in scaled units (pv below): P'' = P v_scale 2^64. At head_dim <= 128
+  // P comes as 2^(s - m + kPShift) straight from exp2 (mc0, mc1 below: the running maxima less
+  // kPShift), so the 2^64 costs no multiply per key, and l is in those units until the loop
+  // ends; at head_dim 256 the V scales take it (see bit28_one). The offsets' MMA rows are
+  // kCorOne2: bf16 2^-95 twice (bit28_pair's unit), at head_dim 256 2^-69 twice (bit28_one).
+  // With this session's other cuts, graph-timed against session 13 (H200, session 14):
+  // rk2v4-e8 0.96-0.99x and rk4v4-e8 0.97-0.98x at head_dim 128.
+  constexpr bool kB12 = D <= 128;  // bit28_pair (else bit28_one) for the coset bits
+  constexpr uint32_t kCorOne2 = kB12 ? kBit12Pair : 0x1D001D00u;
+  constexpr float kPShift = FMT != 1 && D <= 128 ? 64.0f : 0.0f;
+  constexpr float kVsMul = kPShift != 0.0f ? 1.0f : 18446744073709551616.0f;  // 2^(64 - kPShift)
+  constexpr float kPUnshift = kPShift != 0.0f ? 5.42101086242752217e-20f : 1.0f;  // 2^-kPShift
   const float q_mul = k_mul * p.scale_log2;
   float qs0[NG], qs1[NG];
   // rk4v4-e8 K: the int8 product runs on the unsigned nibbles n (2y = 2n + c - 16, c the coset
   // bit of the block): sum q 2y = 2 (sum q n - 8 sum_group q) + sum_blocks c Qbs. The first
   // term's offset starts the int32 accumulators (ia0: rows 2c, 2c + 1); the c term is an fp16
-  // MMA (m16n8k8: keys x the group's 8 blocks x rows) with B = the rows' block sums (|.| <= 1016:
-  // exact in fp16), qb[grp] = blocks 8 grp + 2c, + 1 of row g.
+  // MMA (m16n8k8: keys x the group's 8 blocks x rows) with A = c 2^-11 (bit28_pair) and B = the
+  // rows' block sums (|.| <= 1016: exact in fp16), qb[grp] = blocks 8 grp + 2c, + 1 of row g.
   int ia0[NG][2];
   uint32_t qb[NG];
 #pragma unroll
@@ -639,6 +659,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   constexpr bool kFiniteMax = FMT == 3 || is_e8p(FMT);
   constexpr float kMaxStart = kFiniteMax ? -1e30f : -INFINITY;
   float m0 = kMaxStart, m1 = kMaxStart, l0 = 0.0f, l1 = 0.0f;
+  float mc0 = m0 - kPShift, mc1 = m1 - kPShift;  // the exponents' offsets (kPShift above; else unused)
   // int8 V runs on fp16 tensor cores (its codes are exact fp16, bf16 has too few bits): P's
   // operand is p * s / sref, with sref[grp] the largest V scale of group grp among the valid
   // keys the warp has seen (a running maximum, warp-uniform, like the softmax's), so that it
@@ -668,11 +689,15 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
           mma_u8s8_16832(ia, a, qf[2 * grp + kk][0], qf[2 * grp + kk][1]);
         }
         float cr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        const uint32_t ca0 = bit28_pair(s.k[0][grp][0], s.k[0][grp][1], 0x3C003C00u);
-        const uint32_t ca1 = bit28_pair(s.k[1][grp][0], s.k[1][grp][1], 0x3C003C00u);
+        // c 2^-11 (bit28_pair) or c (bit28_one: fp16 1.0) as fp16
+        const uint32_t ca0 = kB12 ? bit28_pair(s.k[0][grp][0], s.k[0][grp][1])
+                                  : bit28_one(s.k[0][grp][0], s.k[0][grp][1], 0x3C003C00u);
+        const uint32_t ca1 = kB12 ? bit28_pair(s.k[1][grp][0], s.k[1][grp][1])
+                                  : bit28_one(s.k[1][grp][0], s.k[1][grp][1], 0x3C003C00u);
         mma_f16_1688(cr, ca0, ca1, qb[grp]);
+        constexpr float half_c = kB12 ? 0.5f * kBit12Fp16 : 0.5f;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]) + 0.5f * cr[e];  // exact: |.| < 2^22, halves
+        for (int e = 0; e < 4; ++e) kv[e] = float(ia[e]) + half_c * cr[e];  // exact: |.| < 2^22, halves
       } else if constexpr (is_e8p(FMT)) {
         // E8P: 4y_i = s_i 2|a_i| + t (t = +-1 per block, code bit 15). FMT 4, 6: a magnitude
         // entry XOR a mask entry; FMT 5: integer arithmetic (e8p_alu.h). Either way the bytes
@@ -761,20 +786,31 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
       al1 = !kFiniteMax && mn1 == -INFINITY ? 1.0f : exp2_ftz(m1 - mn1);
       m0 = mn0;
       m1 = mn1;
+      if constexpr (kPShift != 0.0f) {
+        mc0 = mn0 - kPShift;
+        mc1 = mn1 - kPShift;
+      }
     }
-    const float p0 = !kFiniteMax && m0 == -INFINITY ? 0.0f : exp2_ftz(s0 - m0);
-    const float p2 = !kFiniteMax && m0 == -INFINITY ? 0.0f : exp2_ftz(s2 - m0);
-    const float p1 = !kFiniteMax && m1 == -INFINITY ? 0.0f : exp2_ftz(s1 - m1);
-    const float p3 = !kFiniteMax && m1 == -INFINITY ? 0.0f : exp2_ftz(s3 - m1);
+    const float e0 = kPShift != 0.0f ? mc0 : m0, e1 = kPShift != 0.0f ? mc1 : m1;
+    const float p0 = !kFiniteMax && m0 == -INFINITY ? 0.0f : exp2_ftz(s0 - e0);
+    const float p2 = !kFiniteMax && m0 == -INFINITY ? 0.0f : exp2_ftz(s2 - e0);
+    const float p1 = !kFiniteMax && m1 == -INFINITY ? 0.0f : exp2_ftz(s1 - e1);
+    const float p3 = !kFiniteMax && m1 == -INFINITY ? 0.0f : exp2_ftz(s3 - e1);
     l0 = l0 * al0 + (p0 + p2);
     l1 = l1 * al1 + (p1 + p3);
-    // Slots past the sequence's end hold stale bytes (possibly NaN scales); 0 * NaN must not
-    // reach O, so their V scales become 0 (written slots hold finite scales: the encoders clamp).
+    // Slots past the sequence's end hold stale bytes. A masked key's P is exactly 0, and the
+    // pools hold finite V scales in every slot (the encoders clamp; the engine's pool and the
+    // bench's are zeroed when allocated; PagedAttention::run's contract, attention.h), so P V
+    // is 0 for it without masking its scales (kVsUnmasked; H200, session 14, with the other
+    // changes of that session: 0.977-0.99x at head_dim 128, rk2v4-e8 0.98-1.00x at 256, graph
+    // timing). int8 masks them still (its running maximum sref takes them in), and so do int4
+    // and rk4v4-e8 at head_dim 256 (1.01x and 1.06-1.09x unmasked: their registers spill).
+    constexpr bool kVsUnmasked = FMT != 1 && (D <= 128 || is_e8p(FMT));
     uint32_t vs0[Slice::NW], vs1[Slice::NW];
 #pragma unroll
     for (int w = 0; w < Slice::NW; ++w) {
-      vs0[w] = ka < n_keys ? s.vs[0][w] : 0u;
-      vs1[w] = kb < n_keys ? s.vs[1][w] : 0u;
+      vs0[w] = kVsUnmasked || ka < n_keys ? s.vs[0][w] : 0u;
+      vs1[w] = kVsUnmasked || kb < n_keys ? s.vs[1][w] : 0u;
     }
     float sg[NG];  // int8: sref's growth factor old / new per group (1: unchanged)
     bool grew = false;
@@ -846,15 +882,15 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     } else {
 #pragma unroll
       for (int grp = 0; grp < NG; ++grp) {
-        const float v0 = scale_of(vs0, grp) * kPvScale, v1 = scale_of(vs1, grp) * kPvScale;
+        const float v0 = scale_of(vs0, grp) * kVsMul, v1 = scale_of(vs1, grp) * kVsMul;  // P carries 2^kPShift
         // P^T fragment: rows g; keys 2c, 2c + 1 (b0) and 2c + 8, 2c + 9 (b1).
         const uint32_t b0 = movmatrix_trans(cvt_bf16x2(sp(p0, v0), sp(p1, v0)));
         const uint32_t b1 = movmatrix_trans(cvt_bf16x2(sp(p2, v1), sp(p3, v1)));
         // V^T: the raw nibbles n (int4: n ^ 8) as bf16 subnormals n 2^-133 (nib_mtile_sub);
         // value = n + c / 2 - 8 (E8, in units of 2 y / 2) or (n ^ 8) - 8 (int4). With P' = P
         // v_scale and P'' = P' 2^64 the MMA sums are 2^-69 sum(P' n); one more MMA whose A
-        // rows are c (pairs of keys) and 1, both times 2^-69, gives 2^-5 sum(P' c) and 2^-5
-        // sum(P'); the epilogue combines them (OA, OB, kCorScale).
+        // rows are c (pairs of keys) and 1, both times 2^-95, gives 2^-31 sum(P' c) and 2^-31
+        // sum(P') (head_dim 256: 2^-69 and 2^-5); the epilogue combines them (OA, OB, kCorScale).
         uint32_t xl[4], xh[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -864,8 +900,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
         }
         {
           uint32_t a[4];
-          a[0] = FMT == 2 ? 0u : bit28_pair(s.v[0][grp], s.v[1][grp], kCorOne2);
-          a[2] = FMT == 2 ? 0u : bit28_pair(s.v[2][grp], s.v[3][grp], kCorOne2);
+          auto cpair = [&](uint32_t x, uint32_t y) { return kB12 ? bit28_pair(x, y) : bit28_one(x, y, kCorOne2); };
+          a[0] = FMT == 2 ? 0u : cpair(s.v[0][grp], s.v[1][grp]);
+          a[2] = FMT == 2 ? 0u : cpair(s.v[2][grp], s.v[3][grp]);
           a[1] = a[3] = kCorOne2;
           mma_bf16_16816(cor[grp], a, b0, b1);
         }
@@ -971,6 +1008,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // The merge kernel (a programmatic dependent launch) may now be scheduled: it waits for this
   // grid's completion before it reads the partials.
   pdl_launch_dependents();
+  l0 *= kPUnshift;  // kPShift's units back to P's (a power of two: exact)
+  l1 *= kPUnshift;
 #pragma unroll
   for (int off = 4; off < 32; off <<= 1) {
     l0 += __shfl_xor_sync(0xffffffffu, l0, off);
@@ -984,11 +1023,12 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   float* Ow = FMT == 6 ? reinterpret_cast<float*>(e8p_banked) : big;
   // O / v_mul = OA * sum(P' n) + sum(P' c) + OB * sum(P'): E8 2 n + c - 16 = 2 y (2 y / 2 is
   // the value in units of v_mul); int4 (n ^ 8) - 8 = v. In the MMAs' units (pv): sum(P' n) =
-  // 2^69 o and the offsets' sums = 2^5 cor (kCorScale). The MMA sums are sums of exact bf16
-  // products in fp32 (a product below 2^-126, P' n < 2^-57, may be flushed: far below the
-  // 2^-9 of P's rounding relative to the row's largest term).
+  // 2^69 o and the offsets' sums = 2^31 cor (head_dim 256: 2^5; kCorScale). The MMA sums are
+  // sums of exact bf16 products in fp32 (a product below 2^-126, P' n < 2^-57 or P' < 2^-95,
+  // may be flushed: far below the 2^-9 of P's rounding relative to the row's largest term).
   constexpr float OA = FMT == 2 ? 590295810358705651712.0f : 1180591620717411303424.0f;  // 2^69, 2^70
-  constexpr float OB = FMT == 2 ? -8.0f : -16.0f, kCorScale = 32.0f;
+  constexpr float OB = FMT == 2 ? -8.0f : -16.0f;
+  constexpr float kCorScale = kB12 ? kBit12Bf16 / 18446744073709551616.0f : 32.0f;  // 2^95 / 2^64, 2^69 / 2^64
 #pragma unroll
   for (int grp = 0; grp < NG; ++grp)
 #pragma unroll

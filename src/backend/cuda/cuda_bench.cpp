@@ -115,6 +115,9 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
     k_pool = own_k->as<uint8_t>();
     v_pool = own_v->as<uint8_t>();
   }
+  // Zeroed, as the engine's pool: the slots past the context hold finite scales (PagedAttention::run).
+  NINFER_CUDA_CHECK(cudaMemset(k_pool, 0, k_bytes));
+  NINFER_CUDA_CHECK(cudaMemset(v_pool, 0, v_bytes));
   // Physical pages handed out in a shuffled order, as a long-running server would have them.
   std::vector<int32_t> perm(static_cast<size_t>(n_pages));
   std::iota(perm.begin(), perm.end(), 0);
