@@ -4,7 +4,8 @@
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
-# attn:  ninfer bench --attention, formats x shapes x ctx x batch -> $OUT/attn.jsonl
+# attn:  ninfer bench --attention, formats x shapes x ctx x batch -> $OUT/attn.jsonl (a process
+#        per shape and format; ATTN_ONE_PROCESS=1: one per shape)
 #        (ATTN_FORMATS, default bf16,int8; ATTN_SHAPES, default "32/8/128 16/2/256 24/4/256";
 #        ATTN_CTX, default 8192,32768,131072; ATTN_BATCH, default 1,8; ATTN_COLD=1: --cold-l2, the
 #        L2 overwritten before each repeat, here and in sdpa; ATTN_GRAPH=1: --graph, CUDA-graph
@@ -81,14 +82,20 @@ for stage in "$@"; do
     grep -E "^\[  (PASSED|FAILED) " "$OUT/test.log" >> "$OUT/session.log"
     grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[ (attn|golden|int8|int4|rk|fp8|nvfp4|k8v4)|Failure|error:|Expected|Which is|actual|got " "$OUT/test.log" | head -120 ;;
   attn)
+    # One process per shape and format (a server runs one format): in one process, rk2v4-e8's
+    # batch-1 rows ran ~3 % slower after int4's batch-8 and 131K rows (docs/BENCHMARKS.md,
+    # session 14). ATTN_ONE_PROCESS=1: every format of a shape in one process, as before.
     stamp attn
     : > "$OUT/attn.jsonl"
     for shape in $ATTN_SHAPES; do
       IFS=/ read -r hq hkv d <<< "$shape"
-      echo "+ ninfer bench --attention --kv-dtype $ATTN_FORMATS --ctx $ATTN_CTX --batch $ATTN_BATCH --heads $hq/$hkv --head-dim $d --json $TIMING" >> "$OUT/bench.log"
-      timeout 300 "$BIN/ninfer" bench --attention --kv-dtype "$ATTN_FORMATS" --ctx "$ATTN_CTX" --batch "$ATTN_BATCH" \
-        --heads "$hq/$hkv" --head-dim "$d" --json $TIMING > "$OUT/attn_tmp.txt" 2>> "$OUT/bench.log"
-      echo "attention $shape exit $?"; grep -v "^{" "$OUT/attn_tmp.txt"; grep "^{" "$OUT/attn_tmp.txt" >> "$OUT/attn.jsonl"
+      groups=$(if [ -n "${ATTN_ONE_PROCESS:-}" ]; then echo "$ATTN_FORMATS"; else echo "$ATTN_FORMATS" | tr ',' ' '; fi)
+      for fmts in $groups; do
+        echo "+ ninfer bench --attention --kv-dtype $fmts --ctx $ATTN_CTX --batch $ATTN_BATCH --heads $hq/$hkv --head-dim $d --json $TIMING" >> "$OUT/bench.log"
+        timeout 300 "$BIN/ninfer" bench --attention --kv-dtype "$fmts" --ctx "$ATTN_CTX" --batch "$ATTN_BATCH" \
+          --heads "$hq/$hkv" --head-dim "$d" --json $TIMING > "$OUT/attn_tmp.txt" 2>> "$OUT/bench.log"
+        echo "attention $shape $fmts exit $?"; grep -v "^{" "$OUT/attn_tmp.txt"; grep "^{" "$OUT/attn_tmp.txt" >> "$OUT/attn.jsonl"
+      done
     done
     rm -f "$OUT/attn_tmp.txt" ;;
   pipes)
