@@ -83,8 +83,9 @@ for stage in "$@"; do
     grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[ (attn|golden|int8|int4|rk|fp8|nvfp4|k8v4)|Failure|error:|Expected|Which is|actual|got " "$OUT/test.log" | head -120 ;;
   attn)
     # One process per shape and format (a server runs one format): in one process, rk2v4-e8's
-    # batch-1 rows ran ~3 % slower after int4's batch-8 and 131K rows (docs/BENCHMARKS.md,
-    # session 14). ATTN_ONE_PROCESS=1: every format of a shape in one process, as before.
+    # batch-1 rows ran ~3 % slower after another format's rows with ~1 GB of pools or more
+    # (docs/BENCHMARKS.md, session 14). ATTN_ONE_PROCESS=1: every format of a shape in one
+    # process, as before.
     stamp attn
     : > "$OUT/attn.jsonl"
     for shape in $ATTN_SHAPES; do
