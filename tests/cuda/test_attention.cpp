@@ -236,8 +236,15 @@ TEST_P(PagedAttentionTest, MatchesFp64ReferenceOnDecodedCache) {
     tok0 += c.seqs[s].n_tokens;
   }
   const double rel = std::sqrt(err2 / std::max(ref2, 1e-30));
-  EXPECT_LE(max_err, 2e-2) << "splits used: " << splits0 << "/" << splits1;
-  EXPECT_LE(rel, 1e-2) << "splits used: " << splits0 << "/" << splits1;
+  // The register decode kernel (int8, int4, rk4v4-e8, rk2v4-e8) quantises Q to int8: its score
+  // error, and the softmax weights' with it, grows in proportion to |q|, so for queries scaled
+  // past the 3.0 the budgets above assume, both budgets grow by q_scale / 3 (the peaky cases;
+  // measured: rel_l2 ~ 6e-3 at 3.0, ~1.5e-2 at 8 and 12, the same with session 14's kernel).
+  const bool int8_q = kind == cuda::CacheKind::Int8 || kind == cuda::CacheKind::Int4 ||
+                      kind == cuda::CacheKind::Rk4 || kind == cuda::CacheKind::Rk2;
+  const double grow = int8_q ? std::max(1.0, double(c.q_scale) / 3.0) : 1.0;
+  EXPECT_LE(max_err, 2e-2 * grow) << "splits used: " << splits0 << "/" << splits1;
+  EXPECT_LE(rel, 1e-2 * grow) << "splits used: " << splits0 << "/" << splits1;
   std::printf("[ attn ] %-28s max_err %.2e rel_l2 %.2e splits %d/%d\n", c.name, max_err, rel, splits0, splits1);
 }
 
@@ -297,7 +304,15 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{"rk4v4_e8_d256_g4_long_split5", "rk4v4-e8", 256, 8, 2, kLong, 5, 3.0f},
         AttnCase{"rk2v4_e8_d128_g4_long_split100", "rk2v4-e8", 128, 8, 2, kLong, 100, 3.0f},
         // The minifloat kernel through the shared merge with more than 64 splits.
-        AttnCase{"fp8_d128_g4_long_split100", "fp8", 128, 8, 2, kLong, 100, 3.0f}),
+        AttnCase{"fp8_d128_g4_long_split100", "fp8", 128, 8, 2, kLong, 100, 3.0f},
+        // Wider score ranges over long walks: a row's running maximum climbs by ~7 (q_scale 8)
+        // and ~11 (12) log2 units after its first slice, so the register decode kernel runs
+        // both its slices that keep a stale maximum (P up to 2^kSlack) and its rescales.
+        AttnCase{"rk2v4_e8_d128_g4_long_peaky8", "rk2v4-e8", 128, 8, 2, kLong, 0, 8.0f},
+        AttnCase{"rk2v4_e8_d128_g4_long_peaky12", "rk2v4-e8", 128, 8, 2, kLong, 3, 12.0f},
+        AttnCase{"rk2v4_e8_d256_g4_long_peaky8", "rk2v4-e8", 256, 8, 2, kLong, 5, 8.0f},
+        AttnCase{"int4_d128_g4_long_peaky8", "int4", 128, 8, 2, kLong, 0, 8.0f},
+        AttnCase{"rk4v4_e8_d128_g4_long_peaky12", "rk4v4-e8", 128, 8, 2, kLong, 7, 12.0f}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // The register decode kernel's grid capped at fewer CTAs per SM than fit (dynamic shared

@@ -28,9 +28,11 @@
 //    shared tables (built once on the host), copied once per bank group. The Q
 //    prologue (load, rotation, quantisation) runs in registers, one warp per two rows, while
 //    the first slices load; int4 and rk2v4-e8 take page ids from a per-warp shared ring that
-//    cp.async fills 32 pages ahead; a slice's row maxima are reduced only when a score
-//    exceeds its row's running maximum (rk4v4-e8 and rk2v4-e8 start that maximum at a finite
-//    -1e30, so their exponentials need no -inf guards). On sm_90 the kernel is a programmatic
+//    cp.async fills 32 pages ahead; a slice's row maxima are reduced (and O rescaled) only
+//    when a score exceeds its row's running maximum, for rk2v4-e8 (and int4, rk4v4-e8 at
+//    head_dim <= 128) by more than 8 (log2 units: P <= 2^8 against the stale maximum, the
+//    same result; rk4v4-e8 and
+//    rk2v4-e8 start that maximum at a finite -1e30, so their exponentials need no -inf guards). On sm_90 the kernel is a programmatic
 //    dependent launch of its predecessor: its work item and first page ids are read before
 //    it waits (they overlap the predecessor when that lets it start early: the merge kernel,
 //    the KV append), and its grid is capped with dynamic shared memory at the planned CTAs

@@ -25,7 +25,8 @@
 //        t in integer arithmetic (e8p_alu.h), again 4y.
 //    Group sums are scaled by q_scale * k_scale. int8: the K codes are the A operand as stored.
 //  - Online softmax on S^T's accumulators: lane holds keys g, g + 8 of rows 2c, 2c + 1; the
-//    row max is a 3-step shuffle over g; O is rescaled only when a row max moved.
+//    row max is a 3-step shuffle over g; O is rescaled only when a row max moved (by more
+//    than kSlack: P then stays <= 2^kSlack against the stale maximum).
 //  - O^T += V^T P^T on bf16 tensor cores (m16n8k16: m = 16 head dims, n = 8 rows, k = 16 keys).
 //    P^T's B fragment is P (times the V scale of its key and group) transposed by movmatrix. V^T's A fragment: lane (g, c) takes, per group grp, code block
 //    8 grp + g of keys 2c, 2c + 1, 2c + 8, 2c + 9 (one code each); value e of the block is head
@@ -660,6 +661,21 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   constexpr float kMaxStart = kFiniteMax ? -1e30f : -INFINITY;
   float m0 = kMaxStart, m1 = kMaxStart, l0 = 0.0f, l1 = 0.0f;
   float mc0 = m0 - kPShift, mc1 = m1 - kPShift;  // the exponents' offsets (kPShift above; else unused)
+  // kSlack (int4, rk4v4-e8 at head_dim <= 128; rk2v4-e8 at every head dim): the maxima move
+  // (and O, l and the offsets' sums are rescaled) only when a slice's score exceeds its row's
+  // running maximum by more than kSlack (log2 units). Below that, P = 2^(s - m) <= 2^kSlack,
+  // which every operand holds (bf16 P'' <= 2^(64 + kSlack) times a V scale, fp32 l and O),
+  // and the results are those of the exact maximum: O and l share the stale m. So a row's
+  // later keys, whose scores stay near its maximum, cost no rescale: with 4 rows per warp
+  // the exact rule rescaled most of a short walk's slices (a new maximum of any row). The loop
+  // keeps the thresholds mt0, mt1 = m + kSlack instead of m, and m0, m1 = mt - kSlack after
+  // it. H200, session 15, graph timing against the exact rule: rk2v4-e8 32/8/128 0.937x
+  // (batch 1 32K) to 0.985x, rk2v4-e8 at 256 0.979-1.003x, int4 and rk4v4-e8 at 128
+  // 0.945-1.002x; not int4 / rk4v4-e8 at 256 (their registers spill) nor int8 (fp16 P).
+  constexpr bool kSlackOn = FMT != 1 && (D <= 128 || is_e8p(FMT));
+  constexpr float kSlack = kSlackOn ? 8.0f : 0.0f;
+  constexpr bool kOffsets = kPShift != 0.0f || kSlackOn;  // the loop reads mc0, mc1 (else m0, m1)
+  float mt0 = m0 + kSlack, mt1 = m1 + kSlack;
   // int8 V runs on fp16 tensor cores (its codes are exact fp16, bf16 has too few bits): P's
   // operand is p * s / sref, with sref[grp] the largest V scale of group grp among the valid
   // keys the warp has seen (a running maximum, warp-uniform, like the softmax's), so that it
@@ -769,33 +785,41 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
     const float s2 = kb <= lim0 ? acc[2] : -INFINITY;
     const float s3 = kb <= lim1 ? acc[3] : -INFINITY;
     // The row maxima over the slice's 16 keys take three shuffle rounds. A slice in which no
-    // score exceeds its row's running maximum leaves it as it is, so the rounds (and the
-    // rescale factors) run only when some lane's score does (one vote): the same m, al and P as
-    // reducing every slice. Once the maxima settle, most slices skip them.
+    // score exceeds its row's running maximum (by more than kSlack) leaves the maxima as they
+    // are, so the rounds (and the rescale factors) run only when some lane's score does (one
+    // vote). Once the maxima settle, most slices skip them.
     float mx0 = fmaxf(s0, s2), mx1 = fmaxf(s1, s3);
     float al0 = 1.0f, al1 = 1.0f;
-    const bool moved = __any_sync(0xffffffffu, mx0 > m0 || mx1 > m1);
+    const bool moved = __any_sync(0xffffffffu, kSlackOn ? mx0 > mt0 || mx1 > mt1 : mx0 > m0 || mx1 > m1);
     if (moved) {
 #pragma unroll
       for (int off = 4; off < 32; off <<= 1) {
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
       }
-      const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-      al0 = !kFiniteMax && mn0 == -INFINITY ? 1.0f : exp2_ftz(m0 - mn0);
-      al1 = !kFiniteMax && mn1 == -INFINITY ? 1.0f : exp2_ftz(m1 - mn1);
-      m0 = mn0;
-      m1 = mn1;
-      if constexpr (kPShift != 0.0f) {
+      const float mo0 = kSlackOn ? mt0 - kSlack : m0, mo1 = kSlackOn ? mt1 - kSlack : m1;  // the old maxima
+      const float mn0 = fmaxf(mo0, mx0), mn1 = fmaxf(mo1, mx1);
+      al0 = !kFiniteMax && mn0 == -INFINITY ? 1.0f : exp2_ftz(mo0 - mn0);
+      al1 = !kFiniteMax && mn1 == -INFINITY ? 1.0f : exp2_ftz(mo1 - mn1);
+      if constexpr (kSlackOn) {
+        mt0 = mn0 + kSlack;
+        mt1 = mn1 + kSlack;
+      } else {
+        m0 = mn0;
+        m1 = mn1;
+      }
+      if constexpr (kOffsets) {
         mc0 = mn0 - kPShift;
         mc1 = mn1 - kPShift;
       }
     }
-    const float e0 = kPShift != 0.0f ? mc0 : m0, e1 = kPShift != 0.0f ? mc1 : m1;
-    const float p0 = !kFiniteMax && m0 == -INFINITY ? 0.0f : exp2_ftz(s0 - e0);
-    const float p2 = !kFiniteMax && m0 == -INFINITY ? 0.0f : exp2_ftz(s2 - e0);
-    const float p1 = !kFiniteMax && m1 == -INFINITY ? 0.0f : exp2_ftz(s1 - e1);
-    const float p3 = !kFiniteMax && m1 == -INFINITY ? 0.0f : exp2_ftz(s3 - e1);
+    const float e0 = kOffsets ? mc0 : m0, e1 = kOffsets ? mc1 : m1;
+    const bool none0 = !kFiniteMax && (kSlackOn ? mt0 : m0) == -INFINITY;  // the row has seen no key
+    const bool none1 = !kFiniteMax && (kSlackOn ? mt1 : m1) == -INFINITY;
+    const float p0 = none0 ? 0.0f : exp2_ftz(s0 - e0);
+    const float p2 = none0 ? 0.0f : exp2_ftz(s2 - e0);
+    const float p1 = none1 ? 0.0f : exp2_ftz(s1 - e1);
+    const float p3 = none1 ? 0.0f : exp2_ftz(s3 - e1);
     l0 = l0 * al0 + (p0 + p2);
     l1 = l1 * al1 + (p1 + p3);
     // Slots past the sequence's end hold stale bytes. A masked key's P is exactly 0, and the
@@ -1010,6 +1034,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   pdl_launch_dependents();
   l0 *= kPUnshift;  // kPShift's units back to P's (a power of two: exact)
   l1 *= kPUnshift;
+  if constexpr (kSlackOn) {  // the maxima, which O and l are relative to
+    m0 = mt0 - kSlack;
+    m1 = mt1 - kSlack;
+  }
 #pragma unroll
   for (int off = 4; off < 32; off <<= 1) {
     l0 += __shfl_xor_sync(0xffffffffu, l0, off);
