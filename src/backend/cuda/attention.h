@@ -31,11 +31,11 @@
 //    cp.async fills 32 pages ahead; a slice's row maxima are reduced (and O rescaled) only
 //    when a score exceeds its row's running maximum, for rk2v4-e8 (and int4, rk4v4-e8 at
 //    head_dim <= 128) by more than 8 (log2 units: P <= 2^8 against the stale maximum, the
-//    same result; rk4v4-e8 and
-//    rk2v4-e8 start that maximum at a finite -1e30, so their exponentials need no -inf guards). On sm_90 the kernel is a programmatic
-//    dependent launch of its predecessor: its work item and first page ids are read before
-//    it waits (they overlap the predecessor when that lets it start early: the merge kernel,
-//    the KV append), and its grid is capped with dynamic shared memory at the planned CTAs
+//    same result; rk4v4-e8 and rk2v4-e8 start that maximum at a finite -1e30, so their
+//    exponentials need no -inf guards). On sm_90 the kernel is a programmatic dependent
+//    launch of its predecessor: its work item and first page ids are read before it waits
+//    (they overlap the predecessor when that lets it start early: the merge kernel, the KV
+//    append), and its grid is capped with dynamic shared memory at the planned CTAs
 //    per SM, so that an early start lands it as planned. Up to 128 KV splits (batch 1 with 2
 //    kv heads). The loop over slices has variants (PIPE: one or two register sets, software
 //    pipelined or not), chosen per format and head_dim (comp_pipe, attention.cu).
