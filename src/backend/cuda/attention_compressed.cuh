@@ -666,8 +666,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // running maximum by more than kSlack (log2 units). Below that, P = 2^(s - m) <= 2^kSlack,
   // which every operand holds (bf16 P'' <= 2^(64 + kSlack) times a V scale, fp32 l and O),
   // and the results are those of the exact maximum: O and l share the stale m. So a row's
-  // later keys, whose scores stay near its maximum, cost no rescale: with 4 rows per warp
-  // the exact rule rescaled most of a short walk's slices (a new maximum of any row). The loop
+  // later keys, whose scores stay near its maximum, cost no rescale. The exact rule paid one
+  // for a new maximum of any of the warp's rows: with random scores a row sets one in ~3.4 of
+  // 16 slices (the harmonic number), 4 rows in up to ~10 (batch 1 32K: 16 per warp). The loop
   // keeps the thresholds mt0, mt1 = m + kSlack instead of m, and m0, m1 = mt - kSlack after
   // it. H200, session 15, graph timing against the exact rule: rk2v4-e8 32/8/128 0.937x
   // (batch 1 32K) to 0.985x, rk2v4-e8 at 256 0.979-1.003x, int4 and rk4v4-e8 at 128
