@@ -79,6 +79,9 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
       arr.push_back(row);
     }
     if (c->json) std::printf("%s\n", arr.dump(2).c_str());
+    if (weights + workspace + headroom >= memory)
+      fail("{}: the weights alone ({} as bf16) with workspace {} and headroom {} do not fit in --memory {}; no KV cache fits",
+           c->model_dir, format_bytes(weights), format_bytes(workspace), format_bytes(headroom), format_bytes(memory));
   });
 });
 

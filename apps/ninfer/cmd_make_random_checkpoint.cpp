@@ -17,6 +17,9 @@
 #include "apps/ninfer/command.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "model/config.h"
+#include "model/family.h"
+#include "model/model.h"
 
 namespace ninfer::app {
 namespace {
@@ -51,6 +54,9 @@ struct Tensor {
   }
 };
 
+// Writes tensors ts (random values; norms `norm_value`) to out/model.safetensors.
+size_t write_tensors(const fs::path& out, const std::vector<Tensor>& ts, uint64_t seed, uint16_t norm_value);
+
 void write_checkpoint(const fs::path& out, const Shape& s, const fs::path& tok_dir, uint64_t seed) {
   fs::create_directories(out);
   std::vector<Tensor> ts;
@@ -70,38 +76,7 @@ void write_checkpoint(const fs::path& out, const Shape& s, const fs::path& tok_d
   }
   ts.push_back({"model.norm.weight", {H}, true});
   if (!s.tied) ts.push_back({"lm_head.weight", {s.vocab, H}});
-  json header = json::object();
-  header["__metadata__"] = {{"format", "pt"}, {"note", "random weights written by ninfer make-random-checkpoint"}};
-  size_t off = 0;
-  for (const Tensor& t : ts) {
-    const size_t b = t.numel() * 2;
-    header[t.name] = {{"dtype", "BF16"}, {"shape", t.shape}, {"data_offsets", {off, off + b}}};
-    off += b;
-  }
-  std::string hs = header.dump();
-  while (hs.size() % 8) hs += ' ';
-  const fs::path file = out / "model.safetensors";
-  std::ofstream f(file, std::ios::binary);
-  if (!f) fail("cannot write {}", file.string());
-  const uint64_t hl = hs.size();
-  f.write(reinterpret_cast<const char*>(&hl), 8);
-  f.write(hs.data(), std::streamsize(hs.size()));
-  const float scale = 0.02f * std::sqrt(3.0f);  // uniform [-a, a) has std a / sqrt(3)
-  std::vector<uint16_t> buf;
-  size_t done = 0;
-  for (size_t ti = 0; ti < ts.size(); ++ti) {
-    const Tensor& t = ts[ti];
-    buf.resize(t.numel());
-    const uint64_t ts_seed = seed * 1000003ull + ti;
-    const int64_t n = int64_t(buf.size());
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = t.norm ? uint16_t(0x3F80) : random_bf16(ts_seed, uint64_t(i), scale);
-    f.write(reinterpret_cast<const char*>(buf.data()), std::streamsize(buf.size() * 2));
-    if (!f) fail("write to {} failed (disk full?)", file.string());
-    done += buf.size() * 2;
-    if (ti % 20 == 0 || ti + 1 == ts.size())
-      std::fprintf(stderr, "make-random-checkpoint: %.1f / %.1f GB\n", done / 1e9, off / 1e9);
-  }
+  const size_t off = write_tensors(out, ts, seed, 0x3F80);
   json cfg = {{"architectures", {"LlamaForCausalLM"}},
               {"model_type", "llama"},
               {"hidden_size", s.hidden},
@@ -131,8 +106,67 @@ void write_checkpoint(const fs::path& out, const Shape& s, const fs::path& tok_d
               out.string().c_str(), s.layers, s.hidden, s.heads, s.kv_heads, s.head_dim, s.ffn, s.vocab, off / 1e9);
 }
 
+size_t write_tensors(const fs::path& out, const std::vector<Tensor>& ts, uint64_t seed, uint16_t norm_value) {
+  json header = json::object();
+  header["__metadata__"] = {{"format", "pt"}, {"note", "random weights written by ninfer make-random-checkpoint"}};
+  size_t off = 0;
+  for (const Tensor& t : ts) {
+    const size_t b = t.numel() * 2;
+    header[t.name] = {{"dtype", "BF16"}, {"shape", t.shape}, {"data_offsets", {off, off + b}}};
+    off += b;
+  }
+  std::string hs = header.dump();
+  while (hs.size() % 8) hs += ' ';
+  const fs::path file = out / "model.safetensors";
+  std::ofstream f(file, std::ios::binary);
+  if (!f) fail("cannot write {}", file.string());
+  const uint64_t hl = hs.size();
+  f.write(reinterpret_cast<const char*>(&hl), 8);
+  f.write(hs.data(), std::streamsize(hs.size()));
+  const float scale = 0.02f * std::sqrt(3.0f);  // uniform [-a, a) has std a / sqrt(3)
+  std::vector<uint16_t> buf;
+  size_t done = 0;
+  for (size_t ti = 0; ti < ts.size(); ++ti) {
+    const Tensor& t = ts[ti];
+    buf.resize(t.numel());
+    const uint64_t ts_seed = seed * 1000003ull + ti;
+    const int64_t n = int64_t(buf.size());
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = t.norm ? norm_value : random_bf16(ts_seed, uint64_t(i), scale);
+    f.write(reinterpret_cast<const char*>(buf.data()), std::streamsize(buf.size() * 2));
+    if (!f) fail("write to {} failed (disk full?)", file.string());
+    done += buf.size() * 2;
+    if (ti % 20 == 0 || ti + 1 == ts.size())
+      std::fprintf(stderr, "make-random-checkpoint: %.1f / %.1f GB\n", done / 1e9, off / 1e9);
+  }
+  return off;
+}
+
+// A random checkpoint of any supported architecture from a real config.json: the tensors are
+// the ones the family binds (model/model.h list_weights), the config is copied unchanged.
+void write_from_config(const fs::path& out, const fs::path& cfg_path, const fs::path& tok_dir, uint64_t seed) {
+  const ModelConfig c = parse_model_config(read_file(cfg_path), cfg_path.string());
+  fs::create_directories(out);
+  std::vector<Tensor> ts;
+  for (auto& [name, shape] : list_weights(c)) {
+    const bool norm = name.find("norm") != std::string::npos;
+    ts.push_back({name, shape, norm});
+  }
+  // Gemma-style norms store w - 1: 0 there is a plain RMSNorm.
+  const size_t bytes = write_tensors(out, ts, seed, c.family->norm_offset_one ? uint16_t(0) : uint16_t(0x3F80));
+  fs::copy_file(cfg_path, out / "config.json", fs::copy_options::overwrite_existing);
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+    if (fs::exists(tok_dir / name)) fs::copy_file(tok_dir / name, out / name, fs::copy_options::overwrite_existing);
+  }
+  if (!fs::exists(out / "tokenizer.json"))
+    fail("--tokenizer-from {}: no tokenizer.json there (the engine needs one to load the checkpoint)", tok_dir.string());
+  std::printf("wrote %s: %s, %zu tensors, %.2f GB (%.2f B parameters, %.2f B active per token)\n",
+              out.string().c_str(), c.architecture.c_str(), ts.size(), bytes / 1e9, c.n_params() / 1e9,
+              c.n_active_params() / 1e9);
+}
+
 struct MakeCmd {
-  std::string out, tok_dir, preset = "llama3-8b";
+  std::string out, tok_dir, preset = "llama3-8b", config;
   Shape s;
   uint64_t seed = 1;
 };
@@ -151,7 +185,12 @@ RegisterCommand reg_make("make-random-checkpoint", "write a random-weight checkp
   app->add_option("--ffn", c->s.ffn, "custom: intermediate size");
   app->add_option("--vocab", c->s.vocab, "custom: vocabulary size");
   app->add_option("--seed", c->seed, "random seed")->capture_default_str();
+  app->add_option("--config", c->config, "a real config.json: random weights of its architecture and shape");
   app->callback([c]() {
+    if (!c->config.empty()) {
+      write_from_config(c->out, c->config, c->tok_dir, c->seed);
+      return;
+    }
     if (c->preset != "llama3-8b" && c->preset != "custom") fail("--preset must be llama3-8b or custom, got '{}'", c->preset);
     if (c->preset == "llama3-8b" && (c->s.layers != 32 || c->s.hidden != 4096))
       fail("shape flags need --preset custom");

@@ -1,6 +1,8 @@
 // Model hyper-parameters read from a Hugging Face `config.json` (transformers 4 and 5
-// layouts). Only decoder-only Llama-family architectures are supported; anything else is
-// an Error naming the file and field.
+// layouts, flat or with the text model nested under `text_config`). Which architectures exist
+// and what each reads is the family table (model/family.h); this struct is what they fill:
+// the shapes, the per-layer attention (window, rope), the scalar multipliers and the MoE
+// fields. Anything unsupported is an Error naming the file and field.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -8,35 +10,66 @@
 #include <string>
 #include <vector>
 
+#include "model/rope.h"
+
 namespace ninfer {
 
-enum class Arch { Llama, Mistral, Qwen2, Qwen3 };
+struct Family;
+
+enum class Activation { Silu, GeluTanh };
+
+// What one decoder layer does differently from the others.
+struct LayerSpec {
+  int window = 0;     // sliding window (a query at p sees keys k, p - window < k <= p); 0: all keys
+  int rope = 0;       // index into ModelConfig::ropes
+  bool moe = false;   // mixture-of-experts FFN (else dense)
+};
 
 struct ModelConfig {
-  std::string architecture;  // e.g. "Qwen3ForCausalLM"
-  Arch arch = Arch::Llama;
+  std::string architecture;        // e.g. "Qwen3ForCausalLM"
+  const Family* family = nullptr;  // the family table's entry for `architecture`
+  std::string tensor_prefix = "model.";  // "model.language_model." for Gemma3ForConditionalGeneration
   int n_layers = 0;
   int hidden = 0;
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
-  int ffn = 0;  // intermediate_size
+  int ffn = 0;  // intermediate_size (dense layers)
   int vocab = 0;
   float rms_eps = 1e-6f;
-  double rope_theta = 10000.0;
   int max_position = 0;
   bool tie_embeddings = false;
-  bool qk_norm = false;    // Qwen3: RMSNorm over each q/k head before rope
-  bool qkv_bias = false;   // Qwen2 (always) or attention_bias
-  bool o_bias = false;     // attention_bias on Llama applies to o_proj too
+  bool qk_norm = false;       // RMSNorm over each q/k head before rope (Qwen3, Gemma 3)
+  bool qk_norm_full = false;  // RMSNorm over the whole q (k) projection before rope (OLMo-2)
+  bool qkv_bias = false;      // Qwen2 (always) or attention_bias
+  bool o_bias = false;        // attention_bias on Llama applies to o_proj too
   bool mlp_bias = false;
+  bool fused_qkv = false;     // one qkv_proj tensor (Phi-3) instead of q/k/v_proj
+  bool fused_gate_up = false; // one gate_up_proj tensor (Phi-3), gate rows first
+  Activation act = Activation::Silu;
+  // Score scale of attention (1/sqrt(head_dim) unless the config says otherwise:
+  // query_pre_attn_scalar, attention_multiplier) and soft-capping (0: none).
+  float attn_scale = 0.0f;
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;   // logits = c * tanh(logits / c)
+  float embed_scale = 1.0f;     // x = embed * scale (Gemma: sqrt(hidden) in the weights' dtype)
+  float residual_scale = 1.0f;  // x += scale * block output (Granite)
+  float logit_scale = 1.0f;     // logits *= scale (Granite: 1 / logits_scaling)
+  // Mixture of experts (layers with LayerSpec::moe).
+  int n_experts = 0, top_k = 0, moe_ffn = 0;
+  bool norm_topk = false;       // renormalise the top-k router probabilities to sum to 1
+  std::vector<RopeSpec> ropes;  // [0]: global layers; Gemma 3's local layers use [1]
+  std::vector<LayerSpec> layers;  // [n_layers]
   std::optional<int32_t> bos_id;
   std::vector<int32_t> eos_ids;
   std::string dtype;  // "bfloat16", "float32", ... (informational)
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
-  int64_t n_params() const;  // parameter count implied by the shapes
+  float score_scale() const;     // attn_scale, or 1/sqrt(head_dim)
+  int max_window() const;        // the largest window of any layer (0 when one layer has none)
+  int64_t n_params() const;      // parameter count implied by the shapes
+  int64_t n_active_params() const;  // per token (MoE: top_k of the experts)
 };
 
 // Parses config.json text; `source` names the file in errors.

@@ -3,76 +3,81 @@
 #include "core/error.h"
 
 namespace ninfer {
+
+WeightRef WeightBinder::get(const std::string& name, std::vector<int64_t> shape, bool required) {
+  if (record_) {
+    record_->push_back({name, shape});
+    return {};
+  }
+  const TensorInfo* t = store_->find(name);
+  if (!t) {
+    if (required) fail("tensor '{}' is missing from the checkpoint", name);
+    return {};
+  }
+  if (t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16)
+    fail("{}: tensor '{}' has dtype {}; weights must be F32, F16 or BF16", t->file, name, dtype_name(t->dtype));
+  if (t->shape != shape) {
+    TensorInfo want;
+    want.shape = shape;
+    fail("{}: tensor '{}' has shape {} but the config implies {}", t->file, name, t->shape_str(), want.shape_str());
+  }
+  bytes_ += t->nbytes;
+  return WeightRef{t};
+}
+
+void WeightBinder::append(ProjWeights& p, const std::string& name, int64_t rows, int64_t in,
+                          const std::string& bias_name) {
+  ProjWeights::Part part;
+  part.w = get(name, {rows, in});
+  if (!bias_name.empty()) part.bias = get(bias_name, {rows});
+  part.rows = rows;
+  p.in = in;
+  p.parts.push_back(part);
+}
+
+ProjWeights WeightBinder::proj(const std::string& name, int64_t out, int64_t in, const std::string& bias_name) {
+  ProjWeights p;
+  append(p, name, out, in, bias_name);
+  return p;
+}
+
 namespace {
 
-struct Binder {
-  const TensorStore& store;
-  size_t bytes = 0;
-
-  WeightRef get(const std::string& name, std::vector<int64_t> shape, bool required = true) {
-    const TensorInfo* t = store.find(name);
-    if (!t) {
-      if (required) fail("tensor '{}' is missing from the checkpoint", name);
-      return {};
-    }
-    if (t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16)
-      fail("{}: tensor '{}' has dtype {}; weights must be F32, F16 or BF16", t->file, name,
-           dtype_name(t->dtype));
-    if (t->shape != shape) {
-      TensorInfo want;
-      want.shape = shape;
-      fail("{}: tensor '{}' has shape {} but the config implies {}", t->file, name, t->shape_str(),
-           want.shape_str());
-    }
-    bytes += t->nbytes;
-    return WeightRef{t};
+ModelWeights bind_with(const ModelConfig& c, WeightBinder& b) {
+  ModelWeights w;
+  std::string pre = c.tensor_prefix;
+  if (pre == "language_model.model." && !b.has(pre + "embed_tokens.weight") && b.has("model.language_model.embed_tokens.weight"))
+    pre = "model.language_model.";
+  w.embed = b.get(pre + "embed_tokens.weight", {c.vocab, c.hidden});
+  w.final_norm = b.get(pre + "norm.weight", {c.hidden});
+  if (c.tie_embeddings) {
+    w.lm_head = w.embed;
+  } else {
+    w.lm_head = b.get("lm_head.weight", {c.vocab, c.hidden});
   }
-};
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerWeights L;
+    c.family->bind_layer(c, b, pre + "layers." + std::to_string(l) + ".", L);
+    w.layers.push_back(std::move(L));
+  }
+  return w;
+}
 
 }  // namespace
 
 ModelWeights bind_weights(const ModelConfig& c, const TensorStore& store, size_t* total) {
-  Binder b{store};
-  ModelWeights w;
-  const int64_t h = c.hidden, q = c.q_dim(), kv = c.kv_dim(), f = c.ffn, d = c.head_dim;
-  w.embed = b.get("model.embed_tokens.weight", {c.vocab, h});
-  w.final_norm = b.get("model.norm.weight", {h});
-  if (c.tie_embeddings) {
-    w.lm_head = w.embed;
-  } else {
-    w.lm_head = b.get("lm_head.weight", {c.vocab, h});
-  }
-  for (int l = 0; l < c.n_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    LayerWeights L;
-    L.attn_norm = b.get(p + "input_layernorm.weight", {h});
-    L.wq = b.get(p + "self_attn.q_proj.weight", {q, h});
-    L.wk = b.get(p + "self_attn.k_proj.weight", {kv, h});
-    L.wv = b.get(p + "self_attn.v_proj.weight", {kv, h});
-    L.wo = b.get(p + "self_attn.o_proj.weight", {h, q});
-    if (c.qkv_bias) {
-      L.bq = b.get(p + "self_attn.q_proj.bias", {q});
-      L.bk = b.get(p + "self_attn.k_proj.bias", {kv});
-      L.bv = b.get(p + "self_attn.v_proj.bias", {kv});
-    }
-    if (c.o_bias) L.bo = b.get(p + "self_attn.o_proj.bias", {h});
-    if (c.qk_norm) {
-      L.q_norm = b.get(p + "self_attn.q_norm.weight", {d});
-      L.k_norm = b.get(p + "self_attn.k_norm.weight", {d});
-    }
-    L.ffn_norm = b.get(p + "post_attention_layernorm.weight", {h});
-    L.w_gate = b.get(p + "mlp.gate_proj.weight", {f, h});
-    L.w_up = b.get(p + "mlp.up_proj.weight", {f, h});
-    L.w_down = b.get(p + "mlp.down_proj.weight", {h, f});
-    if (c.mlp_bias) {
-      L.b_gate = b.get(p + "mlp.gate_proj.bias", {f});
-      L.b_up = b.get(p + "mlp.up_proj.bias", {f});
-      L.b_down = b.get(p + "mlp.down_proj.bias", {h});
-    }
-    w.layers.push_back(L);
-  }
-  if (total) *total = b.bytes;
+  NINFER_CHECK(c.family != nullptr, "config without a family");
+  WeightBinder b(store);
+  ModelWeights w = bind_with(c, b);
+  if (total) *total = b.bytes();
   return w;
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> list_weights(const ModelConfig& c) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  WeightBinder b(&out);
+  bind_with(c, b);
+  return out;
 }
 
 std::unique_ptr<Model> load_model(const std::filesystem::path& dir) {

@@ -1,14 +1,16 @@
 // A loaded model: its config, the memory-mapped tensors, and the per-layer weight table
-// bound by name with every tensor's dtype and shape validated against the config.
-// Backends read weights from here (raw pointers into the mapped files) and convert them to
-// whatever they compute in.
+// bound by name (the family's tensor names) with every tensor's dtype and shape validated
+// against the config. Backends read weights from here (raw pointers into the mapped files)
+// and convert them to whatever they compute in.
 #pragma once
+#include <array>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "model/config.h"
+#include "model/family.h"
 #include "model/safetensors.h"
 
 namespace ninfer {
@@ -19,21 +21,70 @@ struct WeightRef {
   explicit operator bool() const { return t != nullptr; }
 };
 
+// A projection [out, in], possibly stored as several tensors stacked along `out` (q|k|v,
+// gate|up) or as rows [row0, row0 + rows) of one tensor (a fused 3-D expert tensor).
+struct ProjWeights {
+  struct Part {
+    WeightRef w;          // [rows, in] (or the whole tensor, see row0)
+    WeightRef bias;       // [rows] or null
+    int64_t row0 = 0;     // first row of w used (experts stacked in one tensor)
+    int64_t rows = 0;
+  };
+  std::vector<Part> parts;
+  int64_t in = 0;
+  explicit operator bool() const { return !parts.empty(); }
+  int64_t out() const {
+    int64_t n = 0;
+    for (const Part& p : parts) n += p.rows;
+    return n;
+  }
+  bool has_bias() const {
+    for (const Part& p : parts)
+      if (p.bias) return true;
+    return false;
+  }
+};
+
+struct ExpertWeights {
+  ProjWeights gate_up;  // [2 moe_ffn, hidden]
+  ProjWeights down;     // [hidden, moe_ffn]
+};
+
 struct LayerWeights {
-  WeightRef attn_norm;                // [hidden]
-  WeightRef wq, wk, wv, wo;           // [q_dim, hidden], [kv_dim, hidden] x2, [hidden, q_dim]
-  WeightRef bq, bk, bv, bo;           // optional biases
-  WeightRef q_norm, k_norm;           // [head_dim] (Qwen3)
-  WeightRef ffn_norm;                 // [hidden]
-  WeightRef w_gate, w_up, w_down;     // [ffn, hidden] x2, [hidden, ffn]
-  WeightRef b_gate, b_up, b_down;     // optional (mlp_bias)
+  std::array<WeightRef, size_t(Vec::kCount)> vec{};
+  std::array<ProjWeights, size_t(Proj::kCount)> proj{};
+  std::vector<ExpertWeights> experts;  // [n_experts] (MoE layers)
+  WeightRef& operator[](Vec v) { return vec[size_t(v)]; }
+  const WeightRef& operator[](Vec v) const { return vec[size_t(v)]; }
+  ProjWeights& operator[](Proj p) { return proj[size_t(p)]; }
+  const ProjWeights& operator[](Proj p) const { return proj[size_t(p)]; }
 };
 
 struct ModelWeights {
-  WeightRef embed;     // [vocab, hidden]
+  WeightRef embed;       // [vocab, hidden]
   WeightRef final_norm;  // [hidden]
-  WeightRef lm_head;   // [vocab, hidden]; the embedding when tied
+  WeightRef lm_head;     // [vocab, hidden]; the embedding when tied
   std::vector<LayerWeights> layers;
+};
+
+// Looks tensors up by name with their shapes checked; counts the bytes bound.
+class WeightBinder {
+ public:
+  explicit WeightBinder(const TensorStore& store) : store_(&store) {}
+  // Records every tensor asked for (name, shape) instead of binding: list_weights().
+  explicit WeightBinder(std::vector<std::pair<std::string, std::vector<int64_t>>>* record) : record_(record) {}
+  WeightRef get(const std::string& name, std::vector<int64_t> shape, bool required = true);
+  bool has(const std::string& name) const { return store_ && store_->find(name) != nullptr; }
+  // A projection from one tensor [out, in] (+ optional bias [out] named `bias_name`).
+  ProjWeights proj(const std::string& name, int64_t out, int64_t in, const std::string& bias_name = "");
+  // Appends tensor `name` [rows, in] (+ bias) as the next part of p.
+  void append(ProjWeights& p, const std::string& name, int64_t rows, int64_t in, const std::string& bias_name = "");
+  size_t bytes() const { return bytes_; }
+
+ private:
+  const TensorStore* store_ = nullptr;
+  std::vector<std::pair<std::string, std::vector<int64_t>>>* record_ = nullptr;
+  size_t bytes_ = 0;
 };
 
 struct Model {
@@ -46,6 +97,8 @@ struct Model {
 
 // Binds and validates every tensor the config implies; Errors name the file and tensor.
 ModelWeights bind_weights(const ModelConfig& cfg, const TensorStore& store, size_t* bytes = nullptr);
+// Every tensor (name, shape) a checkpoint of this config holds (make-random-checkpoint).
+std::vector<std::pair<std::string, std::vector<int64_t>>> list_weights(const ModelConfig& cfg);
 // config.json + safetensors + bind.
 std::unique_ptr<Model> load_model(const std::filesystem::path& dir);
 

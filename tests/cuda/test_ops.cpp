@@ -67,20 +67,33 @@ TEST(CudaOps, RmsNormGathersRows) {
   }
 }
 
+// Per-head q/k norm, then rope from per-token tables (two tables: an attention factor and
+// another base per table, tokens alternating), full and partial rotary, and a q multiplier.
 TEST(CudaOps, QkNormRopeMatchesCpu) {
   NINFER_REQUIRE_GPU();
   for (int d : {64, 128, 256}) {
-    for (bool qk_norm : {false, true}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const bool qk_norm = variant != 0;
+      const int rd = variant == 2 ? d / 2 : d;  // rotary dims
+      const float q_mult = variant == 2 ? 0.7f : 1.0f;
       const int nh = 6, nkv = 2, T = 9, ld = (nh + 2 * nkv) * d + 3;
       const uint32_t seed = 21u + uint32_t(d);
-      SCOPED_TRACE(::testing::Message() << "head_dim " << d << " qk_norm " << qk_norm << " seed " << seed);
+      SCOPED_TRACE(::testing::Message() << "head_dim " << d << " variant " << variant << " seed " << seed);
       std::vector<float> qkv = test::random_floats(size_t(T) * ld, seed, -2.0f, 2.0f);
       std::vector<int32_t> pos = {0, 1, 2, 63, 64, 1000, 4095, 32767, 131071};
+      std::vector<int32_t> tok_tab = {0, 1, 0, 1, 0, 1, 0, 1, 1};
       std::vector<float> qn = test::random_floats(size_t(d), seed + 1, 0.5f, 1.5f);
       std::vector<float> kn = test::random_floats(size_t(d), seed + 2, 0.5f, 1.5f);
-      const double theta = 1e6;
-      std::vector<float> inv_freq(static_cast<size_t>(d / 2));
-      for (int i = 0; i < d / 2; ++i) inv_freq[size_t(i)] = 1.0f / std::pow(float(theta), float(2 * i) / float(d));
+      const double theta[2] = {1e6, 1e4};
+      const float af[2] = {1.0f, 1.2f};
+      std::vector<float> inv_freq[2], tables;
+      for (int k = 0; k < 2; ++k) {
+        tables.push_back(af[k]);
+        for (int i = 0; i < rd / 2; ++i) {
+          inv_freq[k].push_back(1.0f / std::pow(float(theta[k]), float(2 * i) / float(rd)));
+          tables.push_back(inv_freq[k].back());
+        }
+      }
       std::vector<float> ref = qkv;
       for (int t = 0; t < T; ++t) {
         float* row = ref.data() + size_t(t) * ld;
@@ -88,18 +101,27 @@ TEST(CudaOps, QkNormRopeMatchesCpu) {
           cpu::rmsnorm(row, qn.data(), row, nh, d, 1e-6f);
           cpu::rmsnorm(row + nh * d, kn.data(), row + nh * d, nkv, d, 1e-6f);
         }
-        cpu::rope_inplace(row, nh, d, pos[size_t(t)], inv_freq.data());
-        cpu::rope_inplace(row + nh * d, nkv, d, pos[size_t(t)], inv_freq.data());
+        const int k = tok_tab[size_t(t)];
+        cpu::rope_inplace(row, nh, d, pos[size_t(t)], inv_freq[k].data(), rd, af[k]);
+        cpu::rope_inplace(row + nh * d, nkv, d, pos[size_t(t)], inv_freq[k].data(), rd, af[k]);
+        for (int i = 0; i < nh * d; ++i) row[i] *= q_mult;
       }
-      DevBuf<float> dq, dqn, dkn, dif;
-      DevBuf<int32_t> dp;
+      DevBuf<float> dq, dqn, dkn, dtab;
+      DevBuf<int32_t> dp, dtt;
       dq.upload(qkv);
       dqn.upload(qn);
       dkn.upload(kn);
-      dif.upload(inv_freq);
+      dtab.upload(tables);
       dp.upload(pos);
-      cuda::launch_qk_norm_rope(dq.get(), ld, dp.get(), T, nh, nkv, d, qk_norm ? dqn.get() : nullptr,
-                                qk_norm ? dkn.get() : nullptr, 1e-6f, dif.get(), nullptr);
+      dtt.upload(tok_tab);
+      cuda::RopeParams rp;
+      rp.pos = dp.get();
+      rp.tok_table = dtt.get();
+      rp.tables = dtab.get();
+      rp.rotary_dim = rd;
+      rp.q_mult = q_mult;
+      cuda::launch_qk_norm_rope(dq.get(), ld, T, nh, nkv, d, qk_norm ? dqn.get() : nullptr,
+                                qk_norm ? dkn.get() : nullptr, 1e-6f, rp, nullptr);
       std::vector<float> got = dq.download();
       float mx = 0;
       for (float v : ref) mx = std::max(mx, std::fabs(v));

@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "model/config.h"
+#include "model/family.h"
 #include "test_paths.h"
 
 namespace ninfer {
@@ -26,9 +27,10 @@ void expect_error(const std::string& json, const std::string& needle) {
 
 TEST(Config, Transformers4RopeThetaAndDefaults) {
   ModelConfig c = parse_model_config(base_config("LlamaForCausalLM", R"(, "rope_theta": 500000.0)"), "config.json");
-  EXPECT_EQ(c.arch, Arch::Llama);
+  EXPECT_STREQ(c.family->name, "llama");
   EXPECT_EQ(c.head_dim, 64);  // hidden / heads
-  EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
+  EXPECT_DOUBLE_EQ(c.ropes.at(0).theta, 500000.0);
+  EXPECT_EQ(c.ropes[0].rotary_dim, 64);
   EXPECT_FALSE(c.qk_norm);
   EXPECT_FALSE(c.qkv_bias);
   EXPECT_FALSE(c.tie_embeddings);
@@ -39,9 +41,9 @@ TEST(Config, Transformers5RopeParameters) {
       base_config("Qwen3ForCausalLM", R"(, "head_dim": 128, "tie_word_embeddings": true,
         "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"})"),
       "config.json");
-  EXPECT_EQ(c.arch, Arch::Qwen3);
+  EXPECT_EQ(c.architecture, "Qwen3ForCausalLM");
   EXPECT_EQ(c.head_dim, 128);
-  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(c.ropes.at(0).theta, 1e6);
   EXPECT_TRUE(c.qk_norm);
   EXPECT_TRUE(c.tie_embeddings);
 }
@@ -49,20 +51,49 @@ TEST(Config, Transformers5RopeParameters) {
 TEST(Config, Qwen2HasQkvBiasMistralParses) {
   EXPECT_TRUE(parse_model_config(base_config("Qwen2ForCausalLM", ""), "config.json").qkv_bias);
   ModelConfig m = parse_model_config(base_config("MistralForCausalLM", R"(, "sliding_window": null)"), "config.json");
-  EXPECT_EQ(m.arch, Arch::Mistral);
+  EXPECT_EQ(m.max_window(), 0);
 }
 
 TEST(Config, Errors) {
   expect_error(base_config("GPT2LMHeadModel", ""), "unsupported architecture 'GPT2LMHeadModel'");
   expect_error("{\"architectures\": [\"LlamaForCausalLM\"], ", "invalid JSON");
-  expect_error(base_config("LlamaForCausalLM", R"(, "rope_parameters": {"rope_theta": 1e4, "rope_type": "yarn"})"),
-               "rope_type 'yarn'");
+  expect_error(base_config("LlamaForCausalLM", R"(, "rope_parameters": {"rope_theta": 1e4, "rope_type": "ntk-by-parts"})"),
+               "rope_parameters.rope_type' 'ntk-by-parts' is not a supported rope type");
   expect_error(base_config("LlamaForCausalLM", R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0})"),
-               "rope_scaling type 'llama3'");
+               "missing field 'rope_scaling.low_freq_factor'");
+  expect_error(base_config("LlamaForCausalLM", R"(, "rope_scaling": {"type": "linear", "factor": "4"})"),
+               "field 'rope_scaling.factor' must be a number");
+  expect_error(base_config("Qwen3MoeForCausalLM", R"(, "num_experts": 4, "num_experts_per_tok": 8, "moe_intermediate_size": 64)"),
+               "num_experts_per_tok");
+  expect_error(base_config("Gemma3ForCausalLM", R"(, "layer_types": ["sliding_attention", "linear_attention"], "sliding_window": 8)"),
+               "layer_types' entry 1 is 'linear_attention'");
+  expect_error(base_config("LlamaForCausalLM", R"(, "quantization_config": {"quant_method": "awq", "bits": 4})"),
+               "quantization_config' says the weights are quantised ('awq')");
   expect_error(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 512})", "num_hidden_layers");
   expect_error(base_config("LlamaForCausalLM", R"(, "num_key_value_heads": 3)"), "num_key_value_heads");
   expect_error(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": "big", "num_hidden_layers": 2})",
                "hidden_size");
+}
+
+TEST(Config, RopeTypesAndWindows) {
+  ModelConfig l3 = parse_model_config(
+      base_config("LlamaForCausalLM", R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, "rope_theta": 500000.0)"),
+      "config.json");
+  EXPECT_EQ(l3.ropes[0].type, RopeType::Llama3);
+  EXPECT_EQ(l3.ropes[0].original_max, 8192);
+  ModelConfig q2 = parse_model_config(
+      base_config("Qwen2ForCausalLM", R"(, "use_sliding_window": true, "sliding_window": 16, "max_window_layers": 1)"),
+      "config.json");
+  EXPECT_EQ(q2.layers[0].window, 0);
+  EXPECT_EQ(q2.layers[1].window, 16);
+  ModelConfig g2 = parse_model_config(base_config("Gemma2ForCausalLM", R"(, "sliding_window": 8, "head_dim": 64,
+        "query_pre_attn_scalar": 256, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0)"),
+                                      "config.json");
+  EXPECT_EQ(g2.layers[0].window, 8);  // even layers slide
+  EXPECT_EQ(g2.layers[1].window, 0);
+  EXPECT_FLOAT_EQ(g2.score_scale(), 1.0f / 16.0f);
+  EXPECT_FLOAT_EQ(g2.attn_softcap, 50.0f);
 }
 
 TEST(Config, ReferenceModels) {

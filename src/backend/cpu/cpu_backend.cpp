@@ -1,7 +1,8 @@
 // The CPU reference backend: fp32 math on weights converted once from their stored dtype,
 // OpenMP threads, paged KV cache in any registered format (rows are encoded on write and
 // decoded on read; attention runs in fp32 in the formats' stored basis: Q rotated by the K
-// rotation, the output rotated back by the V rotation).
+// rotation, the output rotated back by the V rotation). It implements the families'
+// operations (model/family.h, LayerOps); the family's layer function says what a layer does.
 //
 // Page pool layout, per layer and per side (K, V):
 //   [n_pages][n_kv_heads][kPageSize][row_bytes]   row_bytes = fmt.k_bytes(head_dim) / v_bytes
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <numeric>
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_ops.h"
@@ -24,18 +26,52 @@
 namespace ninfer {
 namespace {
 
-std::vector<float> to_f32(const WeightRef& w) {
+std::vector<float> to_f32(const WeightRef& w, float offset = 0.0f) {
   if (!w) return {};
   std::vector<float> out(size_t(w.t->numel()));
   convert_to_f32(w.t->dtype, w.t->data, out.data(), out.size());
+  if (offset != 0.0f)
+    for (float& v : out) v += offset;
   return out;
+}
+
+// A projection in fp32: its parts stacked along the output rows, biases likewise (zeros for
+// a part without one, when another part has one).
+struct ProjF32 {
+  std::vector<float> w, b;  // [out, in], [out] or empty
+  int out = 0, in = 0;
+};
+
+ProjF32 to_f32(const ProjWeights& p) {
+  ProjF32 f;
+  if (!p) return f;
+  f.out = int(p.out());
+  f.in = int(p.in);
+  f.w.reserve(size_t(f.out) * f.in);
+  for (const ProjWeights::Part& part : p.parts) {
+    std::vector<float> all = to_f32(part.w);
+    const size_t off = size_t(part.row0) * f.in, n = size_t(part.rows) * f.in;
+    f.w.insert(f.w.end(), all.begin() + off, all.begin() + off + n);
+  }
+  if (p.has_bias()) {
+    for (const ProjWeights::Part& part : p.parts) {
+      std::vector<float> b = part.bias ? to_f32(part.bias) : std::vector<float>(size_t(part.rows), 0.0f);
+      f.b.insert(f.b.end(), b.begin(), b.end());
+    }
+  }
+  return f;
 }
 
 const float* ptr_or_null(const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
 
+struct ExpertF32 {
+  ProjF32 gate_up, down;
+};
+
 struct LayerF32 {
-  std::vector<float> attn_norm, wq, wk, wv, wo, bq, bk, bv, bo, q_norm, k_norm;
-  std::vector<float> ffn_norm, w_gate, w_up, w_down, b_gate, b_up, b_down;
+  std::array<std::vector<float>, size_t(Vec::kCount)> vec;
+  std::array<ProjF32, size_t(Proj::kCount)> proj;
+  std::vector<ExpertF32> experts;
 };
 
 size_t read_meminfo_kb(const char* key) {
@@ -49,44 +85,29 @@ size_t read_meminfo_kb(const char* key) {
   return 0;
 }
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public Backend, private LayerOps {
  public:
   CpuBackend(const Model& model, const CpuBackendOptions& opt) : c_(model.config) {
     if (opt.threads > 0) omp_set_num_threads(opt.threads);
     const ModelWeights& w = model.weights;
+    const float norm_offset = c_.family->norm_offset_one ? 1.0f : 0.0f;
     embed_ = to_f32(w.embed);
-    final_norm_ = to_f32(w.final_norm);
+    final_norm_ = to_f32(w.final_norm, norm_offset);
     if (w.lm_head.t != w.embed.t) lm_head_ = to_f32(w.lm_head);
+    weight_bytes_ += 4 * (embed_.size() + lm_head_.size());
     for (const LayerWeights& L : w.layers) {
       LayerF32 f;
-      f.attn_norm = to_f32(L.attn_norm);
-      f.wq = to_f32(L.wq);
-      f.wk = to_f32(L.wk);
-      f.wv = to_f32(L.wv);
-      f.wo = to_f32(L.wo);
-      f.bq = to_f32(L.bq);
-      f.bk = to_f32(L.bk);
-      f.bv = to_f32(L.bv);
-      f.bo = to_f32(L.bo);
-      f.q_norm = to_f32(L.q_norm);
-      f.k_norm = to_f32(L.k_norm);
-      f.ffn_norm = to_f32(L.ffn_norm);
-      f.w_gate = to_f32(L.w_gate);
-      f.w_up = to_f32(L.w_up);
-      f.w_down = to_f32(L.w_down);
-      f.b_gate = to_f32(L.b_gate);
-      f.b_up = to_f32(L.b_up);
-      f.b_down = to_f32(L.b_down);
-      weight_bytes_ += 4 * (f.wq.size() + f.wk.size() + f.wv.size() + f.wo.size() + f.w_gate.size() +
-                            f.w_up.size() + f.w_down.size());
+      for (size_t i = 0; i < f.vec.size(); ++i) f.vec[i] = to_f32(L.vec[i], norm_offset);
+      for (size_t i = 0; i < f.proj.size(); ++i) {
+        f.proj[i] = to_f32(L.proj[i]);
+        weight_bytes_ += 4 * f.proj[i].w.size();
+      }
+      for (const ExpertWeights& e : L.experts) {
+        f.experts.push_back({to_f32(e.gate_up), to_f32(e.down)});
+        weight_bytes_ += 4 * (f.experts.back().gate_up.w.size() + f.experts.back().down.w.size());
+      }
       layers_.push_back(std::move(f));
     }
-    weight_bytes_ += 4 * (embed_.size() + lm_head_.size());
-    // inv_freq[i] = 1 / theta^(2i / d), formed in fp32 as transformers does.
-    const int half = c_.head_dim / 2;
-    inv_freq_.resize(size_t(half));
-    for (int i = 0; i < half; ++i)
-      inv_freq_[size_t(i)] = 1.0f / std::pow(float(c_.rope_theta), float(2 * i) / float(c_.head_dim));
   }
 
   std::string name() const override { return "cpu"; }
@@ -143,6 +164,58 @@ class CpuBackend final : public Backend {
   void forward(std::span<const SeqChunk> chunks, std::vector<float>& logits) override;
 
  private:
+  // LayerOps (model/family.h) on the current layer l_ of the current batch.
+  void norm(Buf in, Vec w, Buf out) override {
+    cpu::rmsnorm(buf(in).data(), L().vec[size_t(w)].data(), buf(out).data(), T_, c_.hidden, c_.rms_eps);
+  }
+  void norm_add(Buf in, Vec w, Buf acc) override {
+    std::vector<float>& src = buf(in);
+    cpu::rmsnorm(src.data(), L().vec[size_t(w)].data(), src.data(), T_, c_.hidden, c_.rms_eps);
+    std::vector<float>& dst = buf(acc);
+    for (size_t i = 0; i < size_t(T_) * c_.hidden; ++i) dst[i] += src[i];
+  }
+  void copy(Buf in, Buf out) override { buf(out) = buf(in); }
+  void linear(Buf in, Proj p, Buf out, bool accumulate, float alpha) override {
+    const ProjF32& P = L().proj[size_t(p)];
+    NINFER_CHECK(!P.w.empty(), "layer {} has no projection {}", l_, int(p));
+    float* y = buf(out).data();
+    if (!accumulate && alpha == 1.0f) {
+      cpu::matmul_wt(buf(in).data(), P.w.data(), ptr_or_null(P.b), y, T_, P.out, P.in);
+      return;
+    }
+    tmp2_.resize(size_t(T_) * P.out);
+    cpu::matmul_wt(buf(in).data(), P.w.data(), ptr_or_null(P.b), tmp2_.data(), T_, P.out, P.in);
+    for (size_t i = 0; i < tmp2_.size(); ++i) y[i] = (accumulate ? y[i] : 0.0f) + alpha * tmp2_[i];
+  }
+  void qk_norm_rope() override;
+  void attention() override;
+  void gated_act(Activation a) override {
+    const int f = int(gu_.size() / size_t(T_) / 2);
+    ff_.resize(size_t(T_) * f);
+    for (int t = 0; t < T_; ++t) {
+      const float* g = gu_.data() + size_t(t) * 2 * f;
+      float* o = ff_.data() + size_t(t) * f;
+      if (a == Activation::Silu)
+        cpu::silu_mul(g, g + f, o, size_t(f));
+      else
+        cpu::gelu_tanh_mul(g, g + f, o, size_t(f));
+    }
+  }
+  void moe(float alpha) override;
+
+  std::vector<float>& buf(Buf b) {
+    switch (b) {
+      case Buf::X: return x_;
+      case Buf::H: return h_;
+      case Buf::QKV: return qkv_;
+      case Buf::ATT: return att_;
+      case Buf::TMP: return tmp_;
+      case Buf::GU: return gu_;
+      case Buf::FF: return ff_;
+    }
+    fail("bad buffer");
+  }
+  const LayerF32& L() const { return layers_[size_t(l_)]; }
   uint8_t* k_slot(int layer, int page, int head, int slot) {
     return k_pool_[size_t(layer)].data() +
            ((size_t(page) * c_.n_kv_heads + size_t(head)) * kPageSize + size_t(slot)) * k_row_;
@@ -151,78 +224,150 @@ class CpuBackend final : public Backend {
     return v_pool_[size_t(layer)].data() +
            ((size_t(page) * c_.n_kv_heads + size_t(head)) * kPageSize + size_t(slot)) * v_row_;
   }
-  void attend(int layer, const SeqChunk& ch, const float* q, float* out);
+  void attend(int layer, const SeqChunk& ch, const float* q, int ld, float* out);
 
   ModelConfig c_;
   std::vector<float> embed_, final_norm_, lm_head_;
   std::vector<LayerF32> layers_;
-  std::vector<float> inv_freq_;
   size_t weight_bytes_ = 0;
   const KvFormat* fmt_ = nullptr;
   int n_pages_ = 0;
   size_t k_row_ = 0, v_row_ = 0;
   std::vector<std::vector<uint8_t>> k_pool_, v_pool_;
-  // Scratch for attend(): decoded K [n_kv_heads][n_ctx][head_dim], decoded V transposed
-  // [n_kv_heads][head_dim][n_ctx], gathered queries, scores and outputs of one KV head.
+  // The current forward: its chunks, tokens, positions and activations (model/family.h).
+  std::span<const SeqChunk> chunks_;
+  int T_ = 0, l_ = 0;
+  std::vector<int> pos_;
+  std::vector<float> x_, h_, qkv_, att_, tmp_, gu_, ff_, tmp2_;
+  // Scratch for attend(): decoded K [n_kv_heads][n_keys][head_dim], decoded V transposed
+  // [n_kv_heads][head_dim][n_keys], gathered queries, scores and outputs of one KV head.
   std::vector<float> kd_, vt_, qh_, sc_, oh_;
   KvObserver observer_;
 };
 
+// On QKV [T, q_dim + 2 kv_dim]: q/k norms, then rope with the layer's table for each chunk's
+// length (model/rope.h).
+void CpuBackend::qk_norm_rope() {
+  const int d = c_.head_dim, qd = c_.q_dim(), kvd = c_.kv_dim(), ld = qd + 2 * kvd;
+  const LayerF32& W = L();
+  for (int t = 0; t < T_; ++t) {
+    float* q = qkv_.data() + size_t(t) * ld;
+    float* k = q + qd;
+    if (c_.qk_norm) {
+      cpu::rmsnorm(q, W.vec[size_t(Vec::QNorm)].data(), q, c_.n_heads, d, c_.rms_eps);
+      cpu::rmsnorm(k, W.vec[size_t(Vec::KNorm)].data(), k, c_.n_kv_heads, d, c_.rms_eps);
+    }
+    if (c_.qk_norm_full) {
+      cpu::rmsnorm(q, W.vec[size_t(Vec::QNorm)].data(), q, 1, qd, c_.rms_eps);
+      cpu::rmsnorm(k, W.vec[size_t(Vec::KNorm)].data(), k, 1, kvd, c_.rms_eps);
+    }
+  }
+  const RopeSpec& rs = c_.ropes[size_t(c_.layers[size_t(l_)].rope)];
+  int t0 = 0;
+  for (const SeqChunk& ch : chunks_) {
+    const RopeTable tab = rope_table(rs, ch.start_pos + ch.n_tokens);
+    for (int i = 0; i < ch.n_tokens; ++i) {
+      float* q = qkv_.data() + size_t(t0 + i) * ld;
+      cpu::rope_inplace(q, c_.n_heads, d, ch.start_pos + i, tab.inv_freq.data(), rs.rotary_dim, tab.attention_factor);
+      cpu::rope_inplace(q + qd, c_.n_kv_heads, d, ch.start_pos + i, tab.inv_freq.data(), rs.rotary_dim,
+                        tab.attention_factor);
+    }
+    t0 += ch.n_tokens;
+  }
+}
+
+void CpuBackend::attention() {
+  const int d = c_.head_dim, qd = c_.q_dim(), kvd = c_.kv_dim(), ld = qd + 2 * kvd;
+  int t0 = 0;
+  for (const SeqChunk& ch : chunks_) {
+#pragma omp parallel for collapse(2) schedule(static) if (ch.n_tokens * c_.n_kv_heads > 8)
+    for (int i = 0; i < ch.n_tokens; ++i) {
+      for (int h = 0; h < c_.n_kv_heads; ++h) {
+        const int p = ch.start_pos + i;
+        const int page = ch.block_table[p / kPageSize], slot = p % kPageSize;
+        const float* row = qkv_.data() + size_t(t0 + i) * ld + qd + size_t(h) * d;
+        fmt_->k.encode(row, d, k_slot(l_, page, h, slot));
+        fmt_->v.encode(row + kvd, d, v_slot(l_, page, h, slot));
+      }
+    }
+    if (observer_) {
+      for (int i = 0; i < ch.n_tokens; ++i) {
+        const float* row = qkv_.data() + size_t(t0 + i) * ld + qd;
+        observer_(l_, ch.start_pos + i, row, row + kvd);
+      }
+    }
+    t0 += ch.n_tokens;
+  }
+  att_.resize(size_t(T_) * qd);
+  t0 = 0;
+  for (const SeqChunk& ch : chunks_) {
+    attend(l_, ch, qkv_.data() + size_t(t0) * ld, ld, att_.data() + size_t(t0) * qd);
+    t0 += ch.n_tokens;
+  }
+}
+
 // Attention of one chunk over its sequence's cached tokens, as two matrix products per KV
-// head: S = (scale * R_k q) K^T over all cached positions (future positions are masked after
-// the product), row softmax, O = P V, then O rotated back by the V rotation.
-// q: [n_tokens, q_dim] (post rope); out: [n_tokens, q_dim].
-void CpuBackend::attend(int layer, const SeqChunk& ch, const float* q, float* out) {
+// head: S = (scale * R_k q) K^T over the keys any of its tokens can see (a window drops the
+// oldest; the rest are masked per row after the product), soft-capping, row softmax, O = P V,
+// then O rotated back by the V rotation.
+// q: [n_tokens, ld] (post rope, q heads first); out: [n_tokens, q_dim].
+void CpuBackend::attend(int layer, const SeqChunk& ch, const float* q, int ld, float* out) {
   const int d = c_.head_dim, nkv = c_.n_kv_heads, nh = c_.n_heads, group = nh / nkv;
+  const int window = c_.layers[size_t(layer)].window;
   const int n_ctx = ch.start_pos + ch.n_tokens, nt = ch.n_tokens, rows = group * nt;
-  kd_.resize(size_t(nkv) * n_ctx * d);
-  vt_.resize(size_t(nkv) * d * n_ctx);
+  const int k0 = window > 0 ? std::max(0, ch.start_pos - window + 1) : 0;  // first key any row sees
+  const int nk = n_ctx - k0;
+  kd_.resize(size_t(nkv) * nk * d);
+  vt_.resize(size_t(nkv) * d * nk);
   const KvFormat& fmt = *fmt_;
 #pragma omp parallel
   {
     std::vector<float> vrow(static_cast<size_t>(d));
 #pragma omp for collapse(2) schedule(static)
     for (int h = 0; h < nkv; ++h) {
-      for (int p = 0; p < n_ctx; ++p) {
-        const int page = ch.block_table[p / kPageSize], slot = p % kPageSize;
-        fmt.k.decode(k_slot(layer, page, h, slot), d, kd_.data() + (size_t(h) * n_ctx + p) * d);
+      for (int j = 0; j < nk; ++j) {
+        const int p = k0 + j, page = ch.block_table[p / kPageSize], slot = p % kPageSize;
+        fmt.k.decode(k_slot(layer, page, h, slot), d, kd_.data() + (size_t(h) * nk + j) * d);
         fmt.v.decode(v_slot(layer, page, h, slot), d, vrow.data());
-        float* vt = vt_.data() + size_t(h) * d * n_ctx;  // [d][n_ctx]
-        for (int i = 0; i < d; ++i) vt[size_t(i) * n_ctx + p] = vrow[size_t(i)];
+        float* vt = vt_.data() + size_t(h) * d * nk;  // [d][nk]
+        for (int i = 0; i < d; ++i) vt[size_t(i) * nk + j] = vrow[size_t(i)];
       }
     }
   }
-  const float scale = 1.0f / std::sqrt(float(d));
+  const float scale = c_.score_scale(), cap = c_.attn_softcap;
   qh_.resize(size_t(rows) * d);
-  sc_.resize(size_t(rows) * n_ctx);
+  sc_.resize(size_t(rows) * nk);
   oh_.resize(size_t(rows) * d);
   for (int h = 0; h < nkv; ++h) {
     // Rows ordered (g, t): query head h * group + g at token t.
     for (int g = 0; g < group; ++g) {
       for (int t = 0; t < nt; ++t) {
         float* dst = qh_.data() + (size_t(g) * nt + t) * d;
-        const float* src = q + size_t(t) * nh * d + size_t(h * group + g) * d;
+        const float* src = q + size_t(t) * ld + size_t(h * group + g) * d;
         for (int i = 0; i < d; ++i) dst[i] = src[i] * scale;
         rotate_kv(fmt.k.rotation, dst, d);
       }
     }
-    cpu::matmul_wt(qh_.data(), kd_.data() + size_t(h) * n_ctx * d, nullptr, sc_.data(), rows, n_ctx, d);
-#pragma omp parallel for schedule(static) if (int64_t(rows) * n_ctx > 20000)
+    cpu::matmul_wt(qh_.data(), kd_.data() + size_t(h) * nk * d, nullptr, sc_.data(), rows, nk, d);
+#pragma omp parallel for schedule(static) if (int64_t(rows) * nk > 20000)
     for (int r = 0; r < rows; ++r) {
-      const int t = r % nt, n_keys = ch.start_pos + t + 1;  // causal
-      float* srow = sc_.data() + size_t(r) * n_ctx;
+      const int t = r % nt, qpos = ch.start_pos + t;
+      const int hi = qpos + 1 - k0;                                        // causal: keys < hi
+      const int lo = window > 0 ? std::max(0, qpos - window + 1 - k0) : 0;  // window: keys >= lo
+      float* srow = sc_.data() + size_t(r) * nk;
+      if (cap > 0)
+        for (int p = lo; p < hi; ++p) srow[p] = cap * std::tanh(srow[p] / cap);
       float mx = -INFINITY;
-      for (int p = 0; p < n_keys; ++p) mx = std::max(mx, srow[p]);
+      for (int p = lo; p < hi; ++p) mx = std::max(mx, srow[p]);
       double sum = 0;
-      for (int p = 0; p < n_keys; ++p) {
+      for (int p = lo; p < hi; ++p) {
         srow[p] = std::exp(srow[p] - mx);
         sum += srow[p];
       }
       const float inv = float(1.0 / sum);
-      for (int p = 0; p < n_keys; ++p) srow[p] *= inv;
-      for (int p = n_keys; p < n_ctx; ++p) srow[p] = 0.0f;
+      for (int p = 0; p < nk; ++p) srow[p] = (p >= lo && p < hi) ? srow[p] * inv : 0.0f;
     }
-    cpu::matmul_wt(sc_.data(), vt_.data() + size_t(h) * d * n_ctx, nullptr, oh_.data(), rows, d, n_ctx);
+    cpu::matmul_wt(sc_.data(), vt_.data() + size_t(h) * d * nk, nullptr, oh_.data(), rows, d, nk);
     for (int g = 0; g < group; ++g) {
       for (int t = 0; t < nt; ++t) {
         float* o = oh_.data() + (size_t(g) * nt + t) * d;
@@ -233,9 +378,60 @@ void CpuBackend::attend(int layer, const SeqChunk& ch, const float* q, float* ou
   }
 }
 
+// X += alpha * sum_k p_k expert_k(H): the router's softmax (fp32) over all experts, the top k
+// (ties to the lower index, as torch.topk), renormalised when the model says so; each expert
+// runs on the rows routed to it.
+void CpuBackend::moe(float alpha) {
+  const LayerF32& W = L();
+  const int E = c_.n_experts, K = c_.top_k, H = c_.hidden, F = c_.moe_ffn;
+  std::vector<float> logits(size_t(T_) * E);
+  cpu::matmul_wt(h_.data(), W.proj[size_t(Proj::Router)].w.data(), nullptr, logits.data(), T_, E, H);
+  std::vector<std::vector<std::pair<int, float>>> routed(static_cast<size_t>(E));  // expert -> (token, weight)
+  for (int t = 0; t < T_; ++t) {
+    const float* lg = logits.data() + size_t(t) * E;
+    const float mx = *std::max_element(lg, lg + E);
+    std::vector<float> p(static_cast<size_t>(E));
+    double sum = 0;
+    for (int e = 0; e < E; ++e) sum += (p[size_t(e)] = std::exp(lg[e] - mx));
+    for (float& v : p) v = float(v / sum);
+    std::vector<int> idx(static_cast<size_t>(E));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return p[size_t(a)] > p[size_t(b)]; });
+    float top = 0;
+    for (int k = 0; k < K; ++k) top += p[size_t(idx[size_t(k)])];
+    for (int k = 0; k < K; ++k) {
+      const int e = idx[size_t(k)];
+      routed[size_t(e)].push_back({t, c_.norm_topk ? p[size_t(e)] / top : p[size_t(e)]});
+    }
+  }
+  std::vector<float> xin, gu, act, y;
+  for (int e = 0; e < E; ++e) {
+    const auto& rt = routed[size_t(e)];
+    if (rt.empty()) continue;
+    const int n = int(rt.size());
+    const ExpertF32& X = W.experts[size_t(e)];
+    xin.resize(size_t(n) * H);
+    for (int i = 0; i < n; ++i)
+      std::memcpy(xin.data() + size_t(i) * H, h_.data() + size_t(rt[size_t(i)].first) * H, size_t(H) * 4);
+    gu.resize(size_t(n) * 2 * F);
+    cpu::matmul_wt(xin.data(), X.gate_up.w.data(), nullptr, gu.data(), n, 2 * F, H);
+    act.resize(size_t(n) * F);
+    for (int i = 0; i < n; ++i)
+      cpu::silu_mul(gu.data() + size_t(i) * 2 * F, gu.data() + size_t(i) * 2 * F + F, act.data() + size_t(i) * F,
+                    size_t(F));
+    y.resize(size_t(n) * H);
+    cpu::matmul_wt(act.data(), X.down.w.data(), nullptr, y.data(), n, H, F);
+    for (int i = 0; i < n; ++i) {
+      float* dst = x_.data() + size_t(rt[size_t(i)].first) * H;
+      const float wgt = alpha * rt[size_t(i)].second;
+      for (int j = 0; j < H; ++j) dst[j] += wgt * y[size_t(i) * H + j];
+    }
+  }
+}
+
 void CpuBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& logits) {
   NINFER_CHECK(fmt_ != nullptr, "init_kv was not called");
-  const int H = c_.hidden, qd = c_.q_dim(), kvd = c_.kv_dim(), F = c_.ffn, d = c_.head_dim;
+  const int H = c_.hidden;
   int T = 0;
   for (const SeqChunk& ch : chunks) {
     NINFER_CHECK(ch.n_tokens > 0, "empty chunk");
@@ -246,72 +442,27 @@ void CpuBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& l
                    ch.block_table[b]);
     T += ch.n_tokens;
   }
+  chunks_ = chunks;
+  T_ = T;
   const size_t Ts = static_cast<size_t>(T);
-  std::vector<float> x(Ts * H), xn(Ts * H), q(Ts * qd), k(Ts * kvd), v(Ts * kvd), att(Ts * qd), o(Ts * H),
-      g(Ts * F), u(Ts * F);
-  std::vector<int> pos(Ts);
+  x_.assign(Ts * H, 0.0f);
+  h_.assign(Ts * H, 0.0f);
+  tmp_.assign(Ts * H, 0.0f);
+  qkv_.assign(Ts * size_t(c_.q_dim() + 2 * c_.kv_dim()), 0.0f);
+  gu_.assign(Ts * 2 * size_t(c_.ffn), 0.0f);
   {
     int t = 0;
     for (const SeqChunk& ch : chunks) {
       for (int i = 0; i < ch.n_tokens; ++i, ++t) {
         const int32_t id = ch.tokens[i];
         if (id < 0 || id >= c_.vocab) fail("token id {} is outside the vocabulary (0..{})", id, c_.vocab - 1);
-        std::memcpy(x.data() + size_t(t) * H, embed_.data() + size_t(id) * H, size_t(H) * 4);
-        pos[size_t(t)] = ch.start_pos + i;
+        const float* e = embed_.data() + size_t(id) * H;
+        float* x = x_.data() + size_t(t) * H;
+        for (int j = 0; j < H; ++j) x[j] = e[j] * c_.embed_scale;
       }
     }
   }
-  for (int l = 0; l < c_.n_layers; ++l) {
-    const LayerF32& L = layers_[size_t(l)];
-    cpu::rmsnorm(x.data(), L.attn_norm.data(), xn.data(), T, H, c_.rms_eps);
-    cpu::matmul_wt(xn.data(), L.wq.data(), ptr_or_null(L.bq), q.data(), T, qd, H);
-    cpu::matmul_wt(xn.data(), L.wk.data(), ptr_or_null(L.bk), k.data(), T, kvd, H);
-    cpu::matmul_wt(xn.data(), L.wv.data(), ptr_or_null(L.bv), v.data(), T, kvd, H);
-    if (c_.qk_norm) {
-      cpu::rmsnorm(q.data(), L.q_norm.data(), q.data(), T * c_.n_heads, d, c_.rms_eps);
-      cpu::rmsnorm(k.data(), L.k_norm.data(), k.data(), T * c_.n_kv_heads, d, c_.rms_eps);
-    }
-    for (int t = 0; t < T; ++t) {
-      cpu::rope_inplace(q.data() + size_t(t) * qd, c_.n_heads, d, pos[size_t(t)], inv_freq_.data());
-      cpu::rope_inplace(k.data() + size_t(t) * kvd, c_.n_kv_heads, d, pos[size_t(t)], inv_freq_.data());
-    }
-    // Write the new tokens' K/V into their pages.
-    {
-      int t0 = 0;
-      for (const SeqChunk& ch : chunks) {
-#pragma omp parallel for collapse(2) schedule(static) if (ch.n_tokens * c_.n_kv_heads > 8)
-        for (int i = 0; i < ch.n_tokens; ++i) {
-          for (int h = 0; h < c_.n_kv_heads; ++h) {
-            const int p = ch.start_pos + i;
-            const int page = ch.block_table[p / kPageSize], slot = p % kPageSize;
-            const size_t off = size_t(t0 + i) * kvd + size_t(h) * d;
-            fmt_->k.encode(k.data() + off, d, k_slot(l, page, h, slot));
-            fmt_->v.encode(v.data() + off, d, v_slot(l, page, h, slot));
-          }
-        }
-        if (observer_) {
-          for (int i = 0; i < ch.n_tokens; ++i)
-            observer_(l, ch.start_pos + i, k.data() + size_t(t0 + i) * kvd, v.data() + size_t(t0 + i) * kvd);
-        }
-        t0 += ch.n_tokens;
-      }
-    }
-    {
-      int t0 = 0;
-      for (const SeqChunk& ch : chunks) {
-        attend(l, ch, q.data() + size_t(t0) * qd, att.data() + size_t(t0) * qd);
-        t0 += ch.n_tokens;
-      }
-    }
-    cpu::matmul_wt(att.data(), L.wo.data(), ptr_or_null(L.bo), o.data(), T, H, qd);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-    cpu::rmsnorm(x.data(), L.ffn_norm.data(), xn.data(), T, H, c_.rms_eps);
-    cpu::matmul_wt(xn.data(), L.w_gate.data(), ptr_or_null(L.b_gate), g.data(), T, F, H);
-    cpu::matmul_wt(xn.data(), L.w_up.data(), ptr_or_null(L.b_up), u.data(), T, F, H);
-    cpu::silu_mul(g.data(), u.data(), g.data(), g.size());
-    cpu::matmul_wt(g.data(), L.w_down.data(), ptr_or_null(L.b_down), o.data(), T, H, F);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-  }
+  for (l_ = 0; l_ < c_.n_layers; ++l_) c_.family->layer(c_, l_, *this);
   // Rows that need logits.
   std::vector<int> rows;
   {
@@ -328,11 +479,17 @@ void CpuBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& l
   const int R = int(rows.size());
   std::vector<float> xr(size_t(R) * H);
   for (int r = 0; r < R; ++r)
-    std::memcpy(xr.data() + size_t(r) * H, x.data() + size_t(rows[size_t(r)]) * H, size_t(H) * 4);
+    std::memcpy(xr.data() + size_t(r) * H, x_.data() + size_t(rows[size_t(r)]) * H, size_t(H) * 4);
   cpu::rmsnorm(xr.data(), final_norm_.data(), xr.data(), R, H, c_.rms_eps);
   logits.resize(size_t(R) * c_.vocab);
   const float* head = lm_head_.empty() ? embed_.data() : lm_head_.data();
   cpu::matmul_wt(xr.data(), head, nullptr, logits.data(), R, c_.vocab, H);
+  const float cap = c_.final_softcap, ls = c_.logit_scale;
+  if (cap > 0 || ls != 1.0f)
+    for (float& v : logits) {
+      v *= ls;
+      if (cap > 0) v = cap * std::tanh(v / cap);
+    }
 }
 
 }  // namespace

@@ -112,13 +112,15 @@ void rmsnorm(const float* x, const float* weight, float* out, int n_rows, int di
   }
 }
 
-void rope_inplace(float* x, int n_heads, int head_dim, int pos, const float* inv_freq) {
-  const int half = head_dim / 2;
+void rope_inplace(float* x, int n_heads, int head_dim, int pos, const float* inv_freq, int rotary_dim,
+                  float attention_factor) {
+  const int half = rotary_dim / 2;
   for (int i = 0; i < half; ++i) {
     // NOTE: the angle is formed in fp32 as transformers does (inv_freq * pos in fp32), then
     // cos/sin are taken of that fp32 value.
     const float ang = float(pos) * inv_freq[i];
-    const float c = float(std::cos(double(ang))), s = float(std::sin(double(ang)));
+    const float c = float(std::cos(double(ang))) * attention_factor;
+    const float s = float(std::sin(double(ang))) * attention_factor;
     for (int h = 0; h < n_heads; ++h) {
       float* xh = x + size_t(h) * head_dim;
       const float a = xh[i], b = xh[i + half];
@@ -132,6 +134,14 @@ void silu_mul(const float* gate, const float* up, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void gelu_tanh_mul(const float* gate, const float* up, float* out, size_t n) {
+  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  for (size_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(k * (g + 0.044715f * g * g * g))) * up[i];
   }
 }
 

@@ -12,11 +12,16 @@ void matmul_wt(const float* x, const float* w, const float* bias, float* y, int 
 // x: [n_rows, dim] normalised in place (or into out): out = x / rms(x) * weight
 void rmsnorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps);
 
-// Rotary embedding, half-split (rotate_half) convention as in transformers.
-// x: [n_heads, head_dim] for one token at position pos; inv_freq: [head_dim / 2]
-void rope_inplace(float* x, int n_heads, int head_dim, int pos, const float* inv_freq);
+// Rotary embedding, half-split (rotate_half) convention as in transformers, over the first
+// rotary_dim dims of each head (the rest pass through), cos and sin times attention_factor.
+// x: [n_heads, head_dim] for one token at position pos; inv_freq: [rotary_dim / 2]
+void rope_inplace(float* x, int n_heads, int head_dim, int pos, const float* inv_freq, int rotary_dim,
+                  float attention_factor = 1.0f);
 
 // out[i] = silu(gate[i]) * up[i]
 void silu_mul(const float* gate, const float* up, float* out, size_t n);
+
+// out[i] = gelu_tanh(gate[i]) * up[i]  (transformers' gelu_pytorch_tanh)
+void gelu_tanh_mul(const float* gate, const float* up, float* out, size_t n);
 
 }  // namespace ninfer::cpu

@@ -87,6 +87,8 @@ struct AttnShape {
   CacheKind kind = CacheKind::Bf16;
   int q_rotation = 0;  // the format's K rotation, applied to Q
   int o_rotation = 0;  // the format's V rotation, applied back to the output
+  int window = 0;  // sliding window: a query at position p sees keys k with p - window < k <= p; 0: all keys
+  float softcap = 0.0f;  // scores s (after the 1/sqrt(head_dim) scale) become softcap * tanh(s / softcap) before the softmax; 0: none
 };
 
 // Plans once per batch (plan(): uploads block tables and the work list), then runs per layer.

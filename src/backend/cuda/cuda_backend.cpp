@@ -1,15 +1,17 @@
 // The CUDA backend: the Backend interface (backend/backend.h) on one GPU.
 //
-// Forward pass of a batch of T new tokens (all chunks concatenated), per layer:
-//   rmsnorm -> bf16 act [T, hidden]            (ops.cu)
-//   qkv = act W_qkv^T          fp32 [T, q_dim + 2 kv_dim]   (cuBLAS; wq|wk|wv fused)
-//   q/k RMSNorm (Qwen3) + rope in place         (ops.cu)
-//   K/V of the new tokens -> cache pages        (kv_append.cu)
-//   attention over the pages -> bf16 [T, q_dim] (attention.cu)
-//   x += att W_o^T                              (cuBLAS, beta = 1)
-//   rmsnorm -> act; gu = act W_gu^T fp32 [T, 2 ffn] (w_gate|w_up fused); silu(g) * u -> bf16
-//   x += h W_down^T
-// then the rows that need logits: rmsnorm -> lm_head GEMM -> fp32 logits -> host.
+// Forward pass of a batch of T new tokens (all chunks concatenated): the embedding, then each
+// layer as its family's sequence of operations (model/family.h, LayerOps), implemented here:
+//   norm      rmsnorm -> bf16 act [T, hidden]                 (ops.cu)
+//   linear    act W^T (+ bias) -> fp32 [T, out] (=, +=, alpha) (cuBLAS; our GEMV for <= 8 rows;
+//             q|k|v and gate|up fused)
+//   qk_norm_rope  q/k RMSNorm + rope in place on qkv           (ops.cu)
+//   attention K/V of the new tokens -> cache pages (kv_append.cu), paged attention -> bf16
+//             [T, q_dim] (attention.cu; one PagedAttention per distinct sliding window)
+//   gated_act act(g) * u -> bf16; norm_add (post-norms); moe (router, top-k, the chosen
+//             experts: a gathered GEMV for decode, per-expert GEMMs over sorted rows for prefill)
+// then the rows that need logits: rmsnorm -> lm_head GEMM -> fp32 logits (scaled, soft-capped)
+// -> host.
 // The residual stream x stays fp32. Weights are bf16 on the device, converted once from
 // whatever the checkpoint stores. With CudaGemmMode::Split the GEMM inputs carry a lo half
 // (ops.h) and every GEMM runs over 2T rows followed by an epilogue that adds the halves.
@@ -19,6 +21,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -129,9 +132,10 @@ struct Matrix {  // bf16 [n, k] row-major on the device
 };
 
 struct LayerDev {
-  Matrix qkv, o, gu, down;
-  DeviceBuffer attn_norm, ffn_norm, q_norm, k_norm;   // fp32
-  DeviceBuffer b_qkv, b_o, b_gu, b_down;              // fp32, empty when absent
+  std::array<Matrix, size_t(Proj::kCount)> proj;
+  std::array<DeviceBuffer, size_t(Proj::kCount)> bias;  // fp32, empty when absent
+  std::array<DeviceBuffer, size_t(Vec::kCount)> vec;    // fp32, empty when absent
+  DeviceBuffer experts_gu, experts_down;  // bf16 [n_experts][2 moe_ffn][hidden], [n_experts][hidden][moe_ffn]
 };
 
 CudaGemmMode mode_from_env(const CudaBackendOptions& opt) {
@@ -146,7 +150,7 @@ CudaGemmMode mode_from_env(const CudaBackendOptions& opt) {
 
 bool cuda_kv_supported(const KvFormat& f, cuda::CacheKind* kind) { return cuda::cache_kind_for(f.name, kind); }
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public Backend, private LayerOps {
  public:
   CudaBackend(const Model& model, const CudaBackendOptions& opt) : c_(model.config) {
     mode_ = mode_from_env(opt);
@@ -170,19 +174,15 @@ class CudaBackend final : public Backend {
     cublas_ws_.alloc(size_t(32) << 20);
     NINFER_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_.as<void>(), cublas_ws_.bytes()));
     NINFER_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+    if (c_.n_experts > 256) fail("{}: the CUDA backend routes at most 256 experts, the model has {}", model.dir.string(), c_.n_experts);
     upload_weights(model);
-    const int half = d / 2;
-    std::vector<float> inv_freq(static_cast<size_t>(half));
-    for (int i = 0; i < half; ++i)
-      inv_freq[size_t(i)] = 1.0f / std::pow(float(c_.rope_theta), float(2 * i) / float(d));
-    upload(inv_freq_, inv_freq);
     ensure_tokens(512, 16);
   }
 
   ~CudaBackend() override {
     if (stream_) cudaStreamSynchronize(stream_);
     if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
-    attn_.reset();
+    attns_.clear();
     if (pinned_) cudaFreeHost(pinned_);
     if (cublas_) cublasDestroy(cublas_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -219,7 +219,20 @@ class CudaBackend final : public Backend {
     sh.kind = kind;
     sh.q_rotation = int(fmt.k.rotation);
     sh.o_rotation = int(fmt.v.rotation);
-    attn_ = std::make_unique<cuda::PagedAttention>(sh);
+    sh.softcap = c_.attn_softcap;
+    // One attention object per distinct window (each plans its own pages per batch).
+    attns_.clear();
+    layer_attn_.assign(size_t(c_.n_layers), 0);
+    for (int l = 0; l < c_.n_layers; ++l) {
+      const int w = c_.layers[size_t(l)].window;
+      size_t i = 0;
+      while (i < attns_.size() && attns_[i]->shape().window != w) ++i;
+      if (i == attns_.size()) {
+        sh.window = w;
+        attns_.push_back(std::make_unique<cuda::PagedAttention>(sh));
+      }
+      layer_attn_[size_t(l)] = int(i);
+    }
     NINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
@@ -267,74 +280,128 @@ class CudaBackend final : public Backend {
 
  private:
   // Enqueues embedding .. lm_head for a prepared batch on stream_ (capturable).
-  void enqueue_forward(int T, int R, bool split, const int32_t* d_ids, const int32_t* d_pos, const int32_t* d_page,
-                       const int32_t* d_slot, const int32_t* d_rows, const std::vector<int32_t>& meta);
+  void enqueue_forward(int T, int R, bool split, const int32_t* d_ids, const int32_t* d_rows,
+                       const std::vector<int32_t>& meta);
+  // LayerOps (model/family.h) on layer l_ of the batch being enqueued.
+  void norm(Buf in, Vec w, Buf out) override {
+    NINFER_CHECK(out == Buf::H, "norm writes H");
+    cuda::launch_rmsnorm_bf16(fbuf(in), nullptr, vec(w), act_.as<uint16_t>(), T_, c_.hidden, c_.rms_eps, split_,
+                              stream_);
+  }
+  void norm_add(Buf in, Vec w, Buf acc) override {
+    cuda::launch_rmsnorm_add(fbuf(in), vec(w), fbuf(acc), T_, c_.hidden, c_.rms_eps, stream_);
+  }
+  void copy(Buf in, Buf out) override {
+    NINFER_CHECK(out == Buf::H, "copy writes H");
+    cuda::launch_to_bf16(fbuf(in), act_.as<uint16_t>(), T_, c_.hidden, split_, stream_);
+  }
+  void linear(Buf in, Proj p, Buf out, bool accumulate, float alpha) override {
+    const LayerDev& L = layers_[size_t(l_)];
+    // ATT (the attention output) is plain bf16; H and FF follow the GEMM mode.
+    const bool split = in != Buf::ATT && split_;
+    const uint16_t* a = in == Buf::ATT ? att_.as<uint16_t>() : act_.as<uint16_t>();
+    gemm(a, T_, L.proj[size_t(p)], fbuf(out), accumulate, L.bias[size_t(p)], split, alpha);
+  }
+  void qk_norm_rope() override;
+  void attention() override;
+  void gated_act(Activation a) override {
+    cuda::launch_silu_mul_bf16(gu_.as<float>(), act_.as<uint16_t>(), T_, c_.ffn, split_, stream_,
+                               a == Activation::GeluTanh ? 1 : 0);
+  }
+  void moe(float alpha) override;
+  float* fbuf(Buf b) {
+    switch (b) {
+      case Buf::X: return x_.as<float>();
+      case Buf::QKV: return qkv_.as<float>();
+      case Buf::TMP: return tmpx_.as<float>();
+      case Buf::GU: return gu_.as<float>();
+      default: fail("buffer {} is not an fp32 activation on the GPU", int(b));
+    }
+  }
+  const float* vec(Vec w) const {
+    const DeviceBuffer& b = layers_[size_t(l_)].vec[size_t(w)];
+    NINFER_CHECK(b.bytes() > 0, "layer {} has no vector {}", l_, int(w));
+    return b.as<float>();
+  }
   template <typename T>
   void upload(DeviceBuffer& b, const std::vector<T>& v) {
     b.alloc(v.size() * sizeof(T));
     if (!v.empty()) NINFER_CUDA_CHECK(cudaMemcpy(b.as<void>(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
   }
-  void upload_matrix(Matrix& m, std::initializer_list<const WeightRef*> parts) {
+  // The parts of a projection stacked along its output rows, as bf16.
+  static std::vector<uint16_t> proj_bf16(const ProjWeights& p) {
     std::vector<uint16_t> all;
-    int n = 0, k = 0;
-    for (const WeightRef* w : parts) {
-      std::vector<uint16_t> b = to_bf16(*w);
-      all.insert(all.end(), b.begin(), b.end());
-      n += int(w->t->shape[0]);
-      k = int(w->t->shape[1]);
+    all.reserve(size_t(p.out() * p.in));
+    for (const ProjWeights::Part& part : p.parts) {
+      std::vector<uint16_t> b = to_bf16(part.w);
+      const size_t off = size_t(part.row0 * p.in), n = size_t(part.rows * p.in);
+      all.insert(all.end(), b.begin() + off, b.begin() + off + n);
     }
-    m.n = n;
-    m.k = k;
+    return all;
+  }
+  void upload_matrix(Matrix& m, const ProjWeights& p) {
+    if (!p) return;
+    std::vector<uint16_t> all = proj_bf16(p);
+    m.n = int(p.out());
+    m.k = int(p.in);
     upload(m.buf, all);
     weight_bytes_ += all.size() * 2;
   }
-  void upload_vec(DeviceBuffer& b, const WeightRef& w) {
-    if (!w) return;
-    upload(b, to_f32(w));
+  void upload_matrix(Matrix& m, const WeightRef& w) {
+    std::vector<uint16_t> all = to_bf16(w);
+    m.n = int(w.t->shape[0]);
+    m.k = int(w.t->shape[1]);
+    upload(m.buf, all);
+    weight_bytes_ += all.size() * 2;
   }
-  // Concatenated biases; zeros stand in for a missing part when another part has one.
-  void upload_bias(DeviceBuffer& b, std::initializer_list<std::pair<const WeightRef*, int>> parts) {
-    bool any = false;
-    for (auto& [w, n] : parts) any = any || bool(*w);
-    if (!any) return;
+  void upload_vec(DeviceBuffer& b, const WeightRef& w, float offset = 0.0f) {
+    if (!w) return;
+    std::vector<float> f = to_f32(w);
+    for (float& v : f) v += offset;
+    upload(b, f);
+  }
+  // Concatenated biases; zeros stand in for a part without one when another part has one.
+  void upload_bias(DeviceBuffer& b, const ProjWeights& p) {
+    if (!p.has_bias()) return;
     std::vector<float> all;
-    for (auto& [w, n] : parts) {
-      if (*w) {
-        std::vector<float> f = to_f32(*w);
-        all.insert(all.end(), f.begin(), f.end());
-      } else {
-        all.insert(all.end(), size_t(n), 0.0f);
-      }
+    for (const ProjWeights::Part& part : p.parts) {
+      std::vector<float> f = part.bias ? to_f32(part.bias) : std::vector<float>(size_t(part.rows), 0.0f);
+      all.insert(all.end(), f.begin(), f.end());
     }
     upload(b, all);
   }
 
   void upload_weights(const Model& model) {
     const ModelWeights& w = model.weights;
-    upload_matrix(embed_, {&w.embed});
+    const float offset = c_.family->norm_offset_one ? 1.0f : 0.0f;
+    upload_matrix(embed_, w.embed);
     if (w.lm_head.t != w.embed.t) {
-      upload_matrix(lm_head_, {&w.lm_head});
+      upload_matrix(lm_head_, w.lm_head);
       head_ = &lm_head_;
     } else {
       head_ = &embed_;
     }
-    upload_vec(final_norm_, w.final_norm);
+    upload_vec(final_norm_, w.final_norm, offset);
     layers_.resize(w.layers.size());
     for (size_t i = 0; i < w.layers.size(); ++i) {
       const LayerWeights& L = w.layers[i];
       LayerDev& D = layers_[i];
-      upload_matrix(D.qkv, {&L.wq, &L.wk, &L.wv});
-      upload_matrix(D.o, {&L.wo});
-      upload_matrix(D.gu, {&L.w_gate, &L.w_up});
-      upload_matrix(D.down, {&L.w_down});
-      upload_vec(D.attn_norm, L.attn_norm);
-      upload_vec(D.ffn_norm, L.ffn_norm);
-      upload_vec(D.q_norm, L.q_norm);
-      upload_vec(D.k_norm, L.k_norm);
-      upload_bias(D.b_qkv, {{&L.bq, c_.q_dim()}, {&L.bk, c_.kv_dim()}, {&L.bv, c_.kv_dim()}});
-      upload_bias(D.b_o, {{&L.bo, c_.hidden}});
-      upload_bias(D.b_gu, {{&L.b_gate, c_.ffn}, {&L.b_up, c_.ffn}});
-      upload_bias(D.b_down, {{&L.b_down, c_.hidden}});
+      for (size_t p = 0; p < D.proj.size(); ++p) {
+        upload_matrix(D.proj[p], L.proj[p]);
+        upload_bias(D.bias[p], L.proj[p]);
+      }
+      for (size_t v = 0; v < D.vec.size(); ++v) upload_vec(D.vec[v], L.vec[v], offset);
+      if (!L.experts.empty()) {
+        std::vector<uint16_t> gu, down;
+        for (const ExpertWeights& e : L.experts) {
+          std::vector<uint16_t> a = proj_bf16(e.gate_up), b = proj_bf16(e.down);
+          gu.insert(gu.end(), a.begin(), a.end());
+          down.insert(down.end(), b.begin(), b.end());
+        }
+        upload(D.experts_gu, gu);
+        upload(D.experts_down, down);
+        weight_bytes_ += (gu.size() + down.size()) * 2;
+      }
     }
   }
 
@@ -347,17 +414,32 @@ class CudaBackend final : public Backend {
     qkv_.ensure(T * qkvn * 4);
     att_.ensure(T * size_t(c_.q_dim()) * 2);
     gu_.ensure(T * 2 * F * 4);
+    tmpx_.ensure(T * H * 4);
+    if (c_.n_experts > 0) {
+      const size_t TK = T * size_t(c_.top_k), Fm = size_t(c_.moe_ffn);
+      moe_logits_.ensure(T * size_t(c_.n_experts) * 4);
+      moe_ids_.ensure(TK * 4 * 3);  // expert ids [TK], then the sorted order's token rows and slots
+      moe_w_.ensure(TK * 4);
+      moe_x_.ensure(TK * H * 2);
+      moe_gu_.ensure(TK * 2 * Fm * 4);
+      moe_act_.ensure(TK * Fm * 2);
+      moe_y_.ensure(TK * H * 4);
+      moe_ys_.ensure(TK * H * 4);
+    }
     logits_.ensure(size_t(r) * size_t(c_.vocab) * 4);
     if (mode_ == CudaGemmMode::Split) {
       const size_t maxn = std::max({qkvn, H, 2 * F});
       tmp_.ensure(std::max(2 * T * maxn, 2 * size_t(r) * size_t(c_.vocab)) * 4);
     }
-    meta_.ensure(T * 4 * 5 + 64);
+    meta_.ensure(T * 4 * 6 + 64);
   }
 
   // dst [rows, m.n] (=, or += when accumulate) act [rows (x2 when split), m.k] m^T + bias.
-  void linear(const uint16_t* act, int rows, const Matrix& m, float* dst, bool accumulate, const DeviceBuffer& bias,
-              bool split) {
+  void gemm(const uint16_t* act, int rows, const Matrix& m, float* dst, bool accumulate, const DeviceBuffer& bias,
+            bool split, float alpha = 1.0f) {
+    NINFER_CHECK(m.n > 0, "layer {}: a projection the model does not have", l_);
+    // NOTE: the bias is added after alpha; no family scales a projection that has a bias.
+    NINFER_CHECK(alpha == 1.0f || bias.bytes() == 0, "a scaled projection with a bias");
     const float one = 1.0f, zero = 0.0f;
     const int gemm_rows = split ? 2 * rows : rows;
     // NOTE: decode-sized batches use our GEMV (one pass over the weights with 16-byte loads)
@@ -365,9 +447,9 @@ class CudaBackend final : public Backend {
     const bool gemv = use_gemv_ && gemm_rows <= cuda::kGemvMaxRows && m.k % 8 == 0;
     if (!split) {
       if (gemv) {
-        cuda::launch_gemv_bf16(m.ptr(), act, dst, rows, m.n, m.k, accumulate, stream_);
+        cuda::launch_gemv_bf16(m.ptr(), act, dst, rows, m.n, m.k, accumulate, stream_, alpha);
       } else {
-        NINFER_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m.n, rows, m.k, &one, m.ptr(),
+        NINFER_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m.n, rows, m.k, &alpha, m.ptr(),
                                          CUDA_R_16BF, m.k, act, CUDA_R_16BF, m.k, accumulate ? &one : &zero, dst,
                                          CUDA_R_32F, m.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       }
@@ -383,6 +465,7 @@ class CudaBackend final : public Backend {
       }
       cuda::launch_gemm_epilogue(tmp, 2, dst, bias.bytes() ? bias.as<float>() : nullptr, rows, m.n, accumulate,
                                  stream_);
+      NINFER_CHECK(alpha == 1.0f, "split GEMM mode with a scaled projection is not implemented");
     }
   }
 
@@ -398,7 +481,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer cublas_ws_;
   Matrix embed_, lm_head_;
   const Matrix* head_ = nullptr;
-  DeviceBuffer final_norm_, inv_freq_;
+  DeviceBuffer final_norm_;
   std::vector<LayerDev> layers_;
   size_t weight_bytes_ = 0;
   // KV cache
@@ -407,9 +490,20 @@ class CudaBackend final : public Backend {
   int n_pages_ = 0;
   size_t k_side_bytes_ = 0, v_side_bytes_ = 0;  // one layer's K (V) pool
   DeviceBuffer pool_;  // [n_layers][K, V][n_pages][n_kv_heads] blocks
-  std::unique_ptr<cuda::PagedAttention> attn_;
+  std::vector<std::unique_ptr<cuda::PagedAttention>> attns_;  // one per distinct window
+  std::vector<int> layer_attn_;                               // [n_layers] index into attns_
   // per-forward buffers
-  DeviceBuffer x_, act_, qkv_, att_, gu_, logits_, tmp_, meta_;
+  DeviceBuffer x_, act_, qkv_, att_, gu_, tmpx_, logits_, tmp_, meta_;
+  DeviceBuffer moe_logits_, moe_ids_, moe_w_, moe_x_, moe_gu_, moe_act_, moe_y_, moe_ys_;
+  // Rope tables of the batch: per rope spec, per chunk [1 + rotary_dim / 2] (ops.h RopeParams).
+  DeviceBuffer rope_tab_;
+  std::vector<size_t> rope_off_;  // [n_ropes] float offset of each spec's tables
+  // The batch being enqueued (LayerOps state).
+  int T_ = 0, l_ = 0;
+  bool split_ = false;
+  const int32_t *d_pos_ = nullptr, *d_page_ = nullptr, *d_slot_ = nullptr, *d_tok_tab_ = nullptr;
+  const std::vector<int32_t>* meta_host_ = nullptr;
+  std::vector<float> obs_host_;
   void* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;
   KvObserver observer_;
@@ -424,64 +518,148 @@ class CudaBackend final : public Backend {
   }
 };
 
-void CudaBackend::enqueue_forward(int T, int R, bool split, const int32_t* d_ids, const int32_t* d_pos,
-                                  const int32_t* d_page, const int32_t* d_slot, const int32_t* d_rows,
-                                  const std::vector<int32_t>& meta) {
-  const int H = c_.hidden, qd = c_.q_dim(), kvd = c_.kv_dim(), F = c_.ffn, d = c_.head_dim;
-  const int qkvn = qd + 2 * kvd;
-  float* x = x_.as<float>();
-  uint16_t* act = act_.as<uint16_t>();
+void CudaBackend::qk_norm_rope() {
+  const int qd = c_.q_dim(), kvd = c_.kv_dim(), ld = qd + 2 * kvd;
   float* qkv = qkv_.as<float>();
-  uint16_t* att = att_.as<uint16_t>();
-  float* gu = gu_.as<float>();
-  cuda::launch_embed(d_ids, embed_.ptr(), x, T, H, stream_);
-  std::vector<float> obs_host;
-  for (int l = 0; l < c_.n_layers; ++l) {
-    const LayerDev& L = layers_[size_t(l)];
-    cuda::launch_rmsnorm_bf16(x, nullptr, L.attn_norm.as<float>(), act, T, H, c_.rms_eps, split, stream_);
-    linear(act, T, L.qkv, qkv, false, L.b_qkv, split);
-    cuda::launch_qk_norm_rope(qkv, qkvn, d_pos, T, c_.n_heads, c_.n_kv_heads, d,
-                              L.q_norm.bytes() ? L.q_norm.as<float>() : nullptr,
-                              L.k_norm.bytes() ? L.k_norm.as<float>() : nullptr, c_.rms_eps, inv_freq_.as<float>(),
-                              stream_);
-    uint8_t* k_pool = pool_.as<uint8_t>() + size_t(l) * (k_side_bytes_ + v_side_bytes_);
-    uint8_t* v_pool = k_pool + k_side_bytes_;
-    cuda::KvAppendParams ap;
-    ap.src = qkv;
-    ap.ld = qkvn;
-    ap.k_col = qd;
-    ap.v_col = qd + kvd;
-    ap.tok_page = d_page;
-    ap.tok_slot = d_slot;
-    ap.k_pool = k_pool;
-    ap.v_pool = v_pool;
-    ap.n_tokens = T;
-    ap.n_kv_heads = c_.n_kv_heads;
-    ap.head_dim = d;
-    ap.kind = kind_;
-    ap.k_rotate = fmt_->k.rotation == KvRotation::HadamardHead;
-    cuda::launch_kv_append(ap, stream_);
-    if (observer_) {
-      obs_host.resize(size_t(T) * qkvn);
-      NINFER_CUDA_CHECK(cudaMemcpyAsync(obs_host.data(), qkv, obs_host.size() * 4, cudaMemcpyDeviceToHost, stream_));
-      NINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      for (size_t t = 0; t < size_t(T); ++t)
-        observer_(l, meta[size_t(T) + t], obs_host.data() + t * qkvn + qd, obs_host.data() + t * qkvn + qd + kvd);
-    }
-    // history_ready: the append above writes only the new tokens' slots; every older slot was
-    // written before it started (page copies are synchronous, copy_kv_pages). q_ready: the
-    // append does not write q, and it starts only after the rope kernel that does has finished
-    // (a plain launch).
-    attn_->run(qkv, qkvn, k_pool, v_pool, att, qd, stream_, true, true);
-    linear(att, T, L.o, x, true, L.b_o, false);
-    cuda::launch_rmsnorm_bf16(x, nullptr, L.ffn_norm.as<float>(), act, T, H, c_.rms_eps, split, stream_);
-    linear(act, T, L.gu, gu, false, L.b_gu, split);
-    cuda::launch_silu_mul_bf16(gu, act, T, F, split, stream_);
-    linear(act, T, L.down, x, true, L.b_down, split);
+  const LayerDev& L = layers_[size_t(l_)];
+  if (c_.qk_norm_full) {
+    cuda::launch_rmsnorm_rows_f32(qkv, ld, vec(Vec::QNorm), T_, qd, c_.rms_eps, stream_);
+    cuda::launch_rmsnorm_rows_f32(qkv + qd, ld, vec(Vec::KNorm), T_, kvd, c_.rms_eps, stream_);
   }
-  cuda::launch_rmsnorm_bf16(x, d_rows, final_norm_.as<float>(), act, R, H, c_.rms_eps, split, stream_);
+  const int r = c_.layers[size_t(l_)].rope;
+  cuda::RopeParams rp;
+  rp.pos = d_pos_;
+  rp.tok_table = d_tok_tab_;
+  rp.tables = rope_tab_.as<float>() + rope_off_[size_t(r)];
+  rp.rotary_dim = c_.ropes[size_t(r)].rotary_dim;
+  // NOTE: the kernels scale scores by 1/sqrt(head_dim); another score scale is folded into q.
+  rp.q_mult = c_.score_scale() * std::sqrt(float(c_.head_dim));
+  const bool per_head = c_.qk_norm;
+  cuda::launch_qk_norm_rope(qkv, ld, T_, c_.n_heads, c_.n_kv_heads, c_.head_dim,
+                            per_head ? L.vec[size_t(Vec::QNorm)].as<float>() : nullptr,
+                            per_head ? L.vec[size_t(Vec::KNorm)].as<float>() : nullptr, c_.rms_eps, rp, stream_);
+}
+
+void CudaBackend::attention() {
+  const int qd = c_.q_dim(), kvd = c_.kv_dim(), qkvn = qd + 2 * kvd;
+  float* qkv = qkv_.as<float>();
+  uint8_t* k_pool = pool_.as<uint8_t>() + size_t(l_) * (k_side_bytes_ + v_side_bytes_);
+  uint8_t* v_pool = k_pool + k_side_bytes_;
+  cuda::KvAppendParams ap;
+  ap.src = qkv;
+  ap.ld = qkvn;
+  ap.k_col = qd;
+  ap.v_col = qd + kvd;
+  ap.tok_page = d_page_;
+  ap.tok_slot = d_slot_;
+  ap.k_pool = k_pool;
+  ap.v_pool = v_pool;
+  ap.n_tokens = T_;
+  ap.n_kv_heads = c_.n_kv_heads;
+  ap.head_dim = c_.head_dim;
+  ap.kind = kind_;
+  ap.k_rotate = fmt_->k.rotation == KvRotation::HadamardHead;
+  cuda::launch_kv_append(ap, stream_);
+  if (observer_) {
+    obs_host_.resize(size_t(T_) * qkvn);
+    NINFER_CUDA_CHECK(cudaMemcpyAsync(obs_host_.data(), qkv, obs_host_.size() * 4, cudaMemcpyDeviceToHost, stream_));
+    NINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    // NOTE: the observer sees K after rope; with a score scale folded into q (ops.h), q differs, k does not.
+    for (size_t t = 0; t < size_t(T_); ++t)
+      observer_(l_, (*meta_host_)[size_t(T_) + t], obs_host_.data() + t * qkvn + qd,
+                obs_host_.data() + t * qkvn + qd + kvd);
+  }
+  // history_ready: the append above writes only the new tokens' slots; every older slot was
+  // written before it started (page copies are synchronous, copy_kv_pages). q_ready: the
+  // append does not write q, and it starts only after the rope kernel that does has finished
+  // (a plain launch).
+  attns_[size_t(layer_attn_[size_t(l_)])]->run(qkv, qkvn, k_pool, v_pool, att_.as<uint16_t>(), qd, stream_, true,
+                                               true);
+}
+
+// Router logits -> top-k ids and weights on the device; then either (decode-sized batches,
+// graph-capturable) one gathered GEMV per expert matrix over the T * k (token, choice) rows,
+// reading only the chosen experts' weights, or (prefill) the rows sorted by expert on the host
+// and one cuBLAS GEMM per expert over its rows. Either way the k outputs of a token are summed
+// in choice order (deterministic). Expert MLPs take the hi half of split activations.
+void CudaBackend::moe(float alpha) {
+  const LayerDev& L = layers_[size_t(l_)];
+  const int H = c_.hidden, E = c_.n_experts, K = c_.top_k, Fm = c_.moe_ffn, TK = T_ * K;
   static const DeviceBuffer kNoBias;
-  linear(act, R, *head_, logits_.as<float>(), false, kNoBias, split);
+  gemm(act_.as<uint16_t>(), T_, L.proj[size_t(Proj::Router)], moe_logits_.as<float>(), false, kNoBias, split_);
+  int32_t* ids = moe_ids_.as<int32_t>();
+  cuda::launch_moe_route(moe_logits_.as<float>(), T_, E, K, c_.norm_topk, ids, moe_w_.as<float>(), stream_);
+  const size_t gu_stride = size_t(2) * Fm * H, down_stride = size_t(H) * Fm;
+  const uint16_t* wgu = L.experts_gu.as<uint16_t>();
+  const uint16_t* wdown = L.experts_down.as<uint16_t>();
+  if (T_ <= cuda::kGemvMaxRows) {
+    cuda::launch_gemv_gathered_bf16(wgu, gu_stride, ids, act_.as<uint16_t>(), K, moe_gu_.as<float>(), TK, 2 * Fm, H,
+                                    stream_);
+    cuda::launch_silu_mul_bf16(moe_gu_.as<float>(), moe_act_.as<uint16_t>(), TK, Fm, false, stream_);
+    cuda::launch_gemv_gathered_bf16(wdown, down_stride, ids, moe_act_.as<uint16_t>(), 1, moe_y_.as<float>(), TK, H,
+                                    Fm, stream_);
+  } else {
+    std::vector<int32_t> h_ids(static_cast<size_t>(TK));
+    NINFER_CUDA_CHECK(cudaMemcpyAsync(h_ids.data(), ids, size_t(TK) * 4, cudaMemcpyDeviceToHost, stream_));
+    NINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    // Sorted order: rows of expert 0, then expert 1, ...; tok[i] the token, slot[i] = t * K + j.
+    std::vector<int32_t> order(size_t(2) * TK);
+    std::vector<int> count(static_cast<size_t>(E), 0), first(static_cast<size_t>(E) + 1, 0);
+    for (int32_t e : h_ids) ++count[size_t(e)];
+    for (int e = 0; e < E; ++e) first[size_t(e) + 1] = first[size_t(e)] + count[size_t(e)];
+    std::vector<int> fill(first.begin(), first.end() - 1);
+    for (int i = 0; i < TK; ++i) {
+      const int at = fill[size_t(h_ids[size_t(i)])]++;
+      order[size_t(at)] = i / K;
+      order[size_t(TK + at)] = i;
+    }
+    int32_t* d_order = ids + TK;
+    NINFER_CUDA_CHECK(cudaMemcpyAsync(d_order, order.data(), order.size() * 4, cudaMemcpyHostToDevice, stream_));
+    uint16_t* xs = moe_x_.as<uint16_t>();
+    cuda::launch_gather_rows_bf16(act_.as<uint16_t>(), d_order, xs, TK, H, stream_);
+    const float one = 1.0f, zero = 0.0f;
+    float* gu = moe_gu_.as<float>();
+    uint16_t* act = moe_act_.as<uint16_t>();
+    float* ys = moe_ys_.as<float>();
+    for (int e = 0; e < E; ++e) {
+      if (count[size_t(e)] == 0) continue;
+      const int n = count[size_t(e)], r0 = first[size_t(e)];
+      NINFER_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, 2 * Fm, n, H, &one, wgu + e * gu_stride,
+                                       CUDA_R_16BF, H, xs + size_t(r0) * H, CUDA_R_16BF, H, &zero,
+                                       gu + size_t(r0) * 2 * Fm, CUDA_R_32F, 2 * Fm, CUBLAS_COMPUTE_32F,
+                                       CUBLAS_GEMM_DEFAULT));
+    }
+    cuda::launch_silu_mul_bf16(gu, act, TK, Fm, false, stream_);
+    for (int e = 0; e < E; ++e) {
+      if (count[size_t(e)] == 0) continue;
+      const int n = count[size_t(e)], r0 = first[size_t(e)];
+      NINFER_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, H, n, Fm, &one, wdown + e * down_stride,
+                                       CUDA_R_16BF, Fm, act + size_t(r0) * Fm, CUDA_R_16BF, Fm, &zero,
+                                       ys + size_t(r0) * H, CUDA_R_32F, H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
+    cuda::launch_scatter_rows_f32(ys, d_order + TK, moe_y_.as<float>(), TK, H, stream_);
+  }
+  cuda::launch_moe_combine(moe_y_.as<float>(), moe_w_.as<float>(), T_, K, H, alpha, x_.as<float>(), stream_);
+}
+
+void CudaBackend::enqueue_forward(int T, int R, bool split, const int32_t* d_ids, const int32_t* d_rows,
+                                  const std::vector<int32_t>& meta) {
+  const int H = c_.hidden;
+  T_ = T;
+  split_ = split;
+  d_pos_ = d_ids + T;
+  d_page_ = d_ids + 2 * T;
+  d_slot_ = d_ids + 3 * T;
+  d_tok_tab_ = d_ids + 4 * T;
+  meta_host_ = &meta;
+  cuda::launch_embed(d_ids, embed_.ptr(), x_.as<float>(), T, H, stream_, c_.embed_scale);
+  for (l_ = 0; l_ < c_.n_layers; ++l_) c_.family->layer(c_, l_, *this);
+  cuda::launch_rmsnorm_bf16(x_.as<float>(), d_rows, final_norm_.as<float>(), act_.as<uint16_t>(), R, H, c_.rms_eps,
+                            split, stream_);
+  static const DeviceBuffer kNoBias;
+  gemm(act_.as<uint16_t>(), R, *head_, logits_.as<float>(), false, kNoBias, split);
+  if (c_.logit_scale != 1.0f || c_.final_softcap > 0)
+    cuda::launch_logits_post(logits_.as<float>(), size_t(R) * c_.vocab, c_.logit_scale, c_.final_softcap, stream_);
 }
 
 void CudaBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& logits) {
@@ -500,8 +678,8 @@ void CudaBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& 
         fail("token id {} is outside the vocabulary (0..{})", ch.tokens[i], c_.vocab - 1);
     T += ch.n_tokens;
   }
-  // Host metadata: ids, pos, page, slot [T] each, then logits rows [R].
-  std::vector<int32_t> meta(size_t(T) * 4);
+  // Host metadata: ids, pos, page, slot, rope table (the chunk) [T] each, then logits rows [R].
+  std::vector<int32_t> meta(size_t(T) * 5);
   std::vector<int32_t> rows;
   std::vector<cuda::AttnSeq> seqs;
   {
@@ -514,6 +692,7 @@ void CudaBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& 
         meta[size_t(T + t)] = p;
         meta[size_t(2 * T + t)] = ch.block_table[p / kPageSize];
         meta[size_t(3 * T + t)] = p % kPageSize;
+        meta[size_t(4 * T + t)] = int32_t(seqs.size() - 1);  // the chunk's rope table
         if (ch.all_logits || i == ch.n_tokens - 1) rows.push_back(t);
       }
     }
@@ -521,18 +700,31 @@ void CudaBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& 
   const int R = int(rows.size());
   meta.insert(meta.end(), rows.begin(), rows.end());
   ensure_tokens(T, R);
+  // Rope tables: per spec, one per chunk for its length (model/rope.h), staged after the meta.
+  std::vector<float> tabs;
+  rope_off_.clear();
+  for (const RopeSpec& rs : c_.ropes) {
+    rope_off_.push_back(tabs.size());
+    for (const SeqChunk& ch : chunks) {
+      const RopeTable t = rope_table(rs, ch.start_pos + ch.n_tokens);
+      tabs.push_back(t.attention_factor);
+      tabs.insert(tabs.end(), t.inv_freq.begin(), t.inv_freq.end());
+    }
+  }
+  rope_tab_.ensure(std::max<size_t>(tabs.size() * 4, 4096));
   {
-    void* h = pinned(std::max(meta.size() * 4, size_t(R) * c_.vocab * 4));
+    const size_t mb = meta.size() * 4;
+    void* h = pinned(std::max(mb + tabs.size() * 4, size_t(R) * c_.vocab * 4));
     NINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    std::memcpy(h, meta.data(), meta.size() * 4);
-    NINFER_CUDA_CHECK(cudaMemcpyAsync(meta_.as<void>(), h, meta.size() * 4, cudaMemcpyHostToDevice, stream_));
+    std::memcpy(h, meta.data(), mb);
+    std::memcpy(static_cast<char*>(h) + mb, tabs.data(), tabs.size() * 4);
+    NINFER_CUDA_CHECK(cudaMemcpyAsync(meta_.as<void>(), h, mb, cudaMemcpyHostToDevice, stream_));
+    NINFER_CUDA_CHECK(cudaMemcpyAsync(rope_tab_.as<void>(), static_cast<char*>(h) + mb, tabs.size() * 4,
+                                      cudaMemcpyHostToDevice, stream_));
   }
   const int32_t* d_ids = meta_.as<int32_t>();
-  const int32_t* d_pos = d_ids + T;
-  const int32_t* d_page = d_ids + 2 * T;
-  const int32_t* d_slot = d_ids + 3 * T;
-  const int32_t* d_rows = d_ids + 4 * T;
-  attn_->plan(seqs.data(), int(seqs.size()), T, stream_);
+  const int32_t* d_rows = d_ids + 5 * T;
+  for (auto& a : attns_) a->plan(seqs.data(), int(seqs.size()), T, stream_);
 
   // NOTE: decode-sized steps (every GEMM a GEMV, no KV observer) replay a CUDA graph of the
   // whole layer stack: ~11 launches per layer cost more than their kernels at batch 1. The
@@ -541,17 +733,23 @@ void CudaBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& 
   // (token ids, positions, pages, block tables) live in device buffers the graph reads.
   const bool graphable = use_graphs_ && !observer_ && (split ? 2 * T : T) <= cuda::kGemvMaxRows && use_gemv_;
   if (graphable) {
-    std::vector<uintptr_t> key = attn_->launch_signature();
-    for (const DeviceBuffer* b : {&x_, &act_, &qkv_, &att_, &gu_, &logits_, &tmp_, &meta_, &pool_})
+    std::vector<uintptr_t> key;
+    for (auto& a : attns_) {
+      std::vector<uintptr_t> k = a->launch_signature();
+      key.insert(key.end(), k.begin(), k.end());
+    }
+    for (const DeviceBuffer* b : {&x_, &act_, &qkv_, &att_, &gu_, &tmpx_, &logits_, &tmp_, &meta_, &pool_, &rope_tab_,
+                                  &moe_logits_, &moe_ids_, &moe_w_, &moe_gu_, &moe_act_, &moe_y_})
       key.push_back(uintptr_t(b->as<void>()));
     key.push_back(uintptr_t(T));
     key.push_back(uintptr_t(R));
+    key.push_back(uintptr_t(chunks.size()));  // the rope tables' offsets (rope_off_)
     if (graph_exec_ && key == graph_key_) {
       NINFER_CUDA_CHECK(cudaGraphLaunch(graph_exec_, stream_));
     } else if (key == last_key_) {
       cudaGraph_t graph = nullptr;
       NINFER_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-      enqueue_forward(T, R, split, d_ids, d_pos, d_page, d_slot, d_rows, meta);
+      enqueue_forward(T, R, split, d_ids, d_rows, meta);
       NINFER_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
       if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
       graph_exec_ = nullptr;
@@ -560,11 +758,11 @@ void CudaBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& 
       graph_key_ = key;
       NINFER_CUDA_CHECK(cudaGraphLaunch(graph_exec_, stream_));
     } else {
-      enqueue_forward(T, R, split, d_ids, d_pos, d_page, d_slot, d_rows, meta);
+      enqueue_forward(T, R, split, d_ids, d_rows, meta);
     }
     last_key_ = key;
   } else {
-    enqueue_forward(T, R, split, d_ids, d_pos, d_page, d_slot, d_rows, meta);
+    enqueue_forward(T, R, split, d_ids, d_rows, meta);
   }
   const size_t n_logits = size_t(R) * c_.vocab;
   void* h = pinned(n_logits * 4);

@@ -2,6 +2,8 @@
 // They follow the CPU reference (backend/cpu/cpu_ops.cpp) operation by operation: RMSNorm
 // sums squares in fp64 and forms 1/sqrt(mean + eps) in fp32; rope forms the angle in fp32
 // and takes cos/sin in fp64, as the CPU does.
+#include <stdexcept>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/ops.h"
@@ -9,10 +11,10 @@
 namespace ninfer::cuda {
 namespace {
 
-__global__ void embed_kernel(const int32_t* ids, const uint16_t* embed, float* x, int hidden) {
+__global__ void embed_kernel(const int32_t* ids, const uint16_t* embed, float* x, int hidden, float scale) {
   const int t = blockIdx.x;
   const uint16_t* row = embed + size_t(ids[t]) * hidden;
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) x[size_t(t) * hidden + i] = bf16_bits_to_f32(row[i]);
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) x[size_t(t) * hidden + i] = bf16_bits_to_f32(row[i]) * scale;
 }
 
 __device__ __forceinline__ void store_act(uint16_t* out, size_t hi_idx, size_t lo_idx, float v, bool split) {
@@ -20,6 +22,42 @@ __device__ __forceinline__ void store_act(uint16_t* out, size_t hi_idx, size_t l
   out[hi_idx] = hi;
   if (split) out[lo_idx] = f32_to_bf16_bits(v - bf16_bits_to_f32(hi));
 }
+
+// 1 / rms of one row (fp64 sum of squares, as the CPU), for a block of threads.
+__device__ float row_inv_rms(const float* xr, int dim, float eps) {
+  double ss = 0;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += double(xr[i]) * xr[i];
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  __shared__ double part[32];
+  __shared__ float inv_s;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) part[warp] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double t = 0;
+    for (int w = 0; w < int(blockDim.x / 32); ++w) t += part[w];
+    inv_s = 1.0f / sqrtf(float(t / dim) + eps);
+  }
+  __syncthreads();
+  return inv_s;
+}
+
+// acc[r] += rmsnorm(in[r]) * w; one block per row.
+__global__ void rmsnorm_add_kernel(const float* in, const float* weight, float* acc, int dim, float eps) {
+  const float* xr = in + size_t(blockIdx.x) * dim;
+  const float inv = row_inv_rms(xr, dim, eps);
+  float* ar = acc + size_t(blockIdx.x) * dim;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) ar[i] += weight[i] * (xr[i] * inv);
+}
+
+// x[r, :dim] = rmsnorm(x[r, :dim]) * w in place, rows ld apart; one block per row.
+__global__ void rmsnorm_rows_kernel(float* x, int ld, const float* weight, int dim, float eps) {
+  float* xr = x + size_t(blockIdx.x) * ld;
+  const float inv = row_inv_rms(xr, dim, eps);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) xr[i] = weight[i] * (xr[i] * inv);
+}
+
+__global__ void to_bf16_kernel(const float* x, uint16_t* out, size_t n, bool split);
 
 // One block of 256 threads per row.
 __global__ void rmsnorm_kernel(const float* x, const int32_t* rows, const float* weight, uint16_t* out,
@@ -48,9 +86,9 @@ __global__ void rmsnorm_kernel(const float* x, const int32_t* rows, const float*
 }
 
 // One warp per (token, head) over the q heads then the k heads.
-__global__ void qk_norm_rope_kernel(float* qkv, int ld, const int32_t* pos, int n_tokens, int n_heads,
-                                    int n_kv_heads, int head_dim, const float* q_norm, const float* k_norm,
-                                    float eps, const float* inv_freq) {
+__global__ void qk_norm_rope_kernel(float* qkv, int ld, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
+                                    const float* q_norm, const float* k_norm, float eps, RopeParams rp) {
+  const int32_t* pos = rp.pos;
   const int warps_per_block = blockDim.x / 32;
   const int item = blockIdx.x * warps_per_block + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -67,24 +105,102 @@ __global__ void qk_norm_rope_kernel(float* qkv, int ld, const int32_t* pos, int 
     for (int i = lane; i < head_dim; i += 32) x[i] = nw[i] * (x[i] * inv);
     __syncwarp();
   }
-  const int half = head_dim / 2;
+  const int half = rp.rotary_dim / 2;
+  const float* tab = rp.tables + size_t(rp.tok_table ? rp.tok_table[t] : 0) * (1 + half);
+  const float af = tab[0];
+  const float* inv_freq = tab + 1;
   const float p = float(pos[t]);
+  const float mult = h < n_heads ? rp.q_mult : 1.0f;
   for (int i = lane; i < half; i += 32) {
     const float ang = p * inv_freq[i];
-    const float c = float(cos(double(ang))), s = float(sin(double(ang)));
+    const float c = float(cos(double(ang))) * af, s = float(sin(double(ang))) * af;
     const float a = x[i], b = x[i + half];
-    x[i] = a * c - b * s;
-    x[i + half] = b * c + a * s;
+    x[i] = (a * c - b * s) * mult;
+    x[i + half] = (b * c + a * s) * mult;
   }
+  if (mult != 1.0f)
+    for (int i = rp.rotary_dim + lane; i < head_dim; i += 32) x[i] *= mult;
 }
 
-__global__ void silu_mul_kernel(const float* gu, uint16_t* out, int n_tokens, int ffn, bool split) {
+__global__ void gated_act_kernel(const float* gu, uint16_t* out, int n_tokens, int ffn, int act, bool split) {
   const size_t n = size_t(n_tokens) * ffn;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const size_t t = i / ffn, j = i % ffn;
     const float g = gu[t * 2 * ffn + j], u = gu[t * 2 * ffn + ffn + j];
-    store_act(out, i, n + i, g / (1.0f + expf(-g)) * u, split);
+    // act 1: gelu with the tanh approximation (as cpu::gelu_tanh_mul), else silu
+    const float a = act == 1 ? 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)))
+                             : g / (1.0f + expf(-g));
+    store_act(out, i, n + i, a * u, split);
   }
+}
+
+__global__ void to_bf16_kernel(const float* x, uint16_t* out, size_t n, bool split) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    store_act(out, i, n + i, x[i], split);
+}
+
+__global__ void logits_post_kernel(float* y, size_t n, float scale, float cap) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    float v = y[i] * scale;
+    if (cap > 0) v = cap * tanhf(v / cap);
+    y[i] = v;
+  }
+}
+
+// One thread per token: softmax over the E router logits (fp32, as the CPU: exp(l - max) / sum in
+// double), the top k by probability (ties to the lower expert, as the CPU's stable sort),
+// renormalised when norm.
+__global__ void moe_route_kernel(const float* logits, int n_tokens, int n_experts, int k, bool norm, int32_t* ids,
+                                 float* w) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n_tokens) return;
+  const float* lg = logits + size_t(t) * n_experts;
+  float mx = -INFINITY;
+  for (int e = 0; e < n_experts; ++e) mx = fmaxf(mx, lg[e]);
+  double sum = 0;
+  for (int e = 0; e < n_experts; ++e) sum += double(expf(lg[e] - mx));
+  float top = 0;
+  uint64_t taken[4] = {0, 0, 0, 0};  // up to 256 experts
+  for (int j = 0; j < k; ++j) {
+    int best = -1;
+    float bp = -1.0f;
+    for (int e = 0; e < n_experts; ++e) {
+      if (taken[e / 64] >> (e % 64) & 1) continue;
+      const float p = float(double(expf(lg[e] - mx)) / sum);
+      if (p > bp) {
+        bp = p;
+        best = e;
+      }
+    }
+    taken[best / 64] |= uint64_t(1) << (best % 64);
+    ids[size_t(t) * k + j] = best;
+    w[size_t(t) * k + j] = bp;
+    top += bp;
+  }
+  if (norm)
+    for (int j = 0; j < k; ++j) w[size_t(t) * k + j] /= top;
+}
+
+// x[t, :] += alpha * sum_j w[t, j] y[t * k + j, :] (j in order: deterministic).
+__global__ void moe_combine_kernel(const float* y, const float* w, int n_tokens, int k, int dim, float alpha,
+                                   float* x) {
+  const size_t n = size_t(n_tokens) * dim;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const size_t t = i / dim, c = i % dim;
+    float acc = 0;
+    for (int j = 0; j < k; ++j) acc += w[t * k + j] * y[(t * k + j) * dim + c];
+    x[i] += alpha * acc;
+  }
+}
+
+__global__ void gather_rows_bf16_kernel(const uint16_t* src, const int32_t* rows, uint16_t* dst, int dim) {
+  const uint16_t* s = src + size_t(rows[blockIdx.x]) * dim;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[size_t(blockIdx.x) * dim + i] = s[i];
+}
+
+__global__ void scatter_rows_f32_kernel(const float* src, const int32_t* rows, float* dst, int dim) {
+  float* d = dst + size_t(rows[blockIdx.x]) * dim;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) d[i] = src[size_t(blockIdx.x) * dim + i];
 }
 
 __global__ void add_bias_kernel(float* y, const float* bias, int n_rows, int n) {
@@ -111,8 +227,9 @@ int grid_for(size_t n, int threads) {
 
 }  // namespace
 
-void launch_embed(const int32_t* ids, const uint16_t* embed, float* x, int n_tokens, int hidden, cudaStream_t s) {
-  embed_kernel<<<n_tokens, 256, 0, s>>>(ids, embed, x, hidden);
+void launch_embed(const int32_t* ids, const uint16_t* embed, float* x, int n_tokens, int hidden, cudaStream_t s,
+                  float scale) {
+  embed_kernel<<<n_tokens, 256, 0, s>>>(ids, embed, x, hidden, scale);
   NINFER_CUDA_LAUNCH_CHECK();
 }
 
@@ -122,18 +239,66 @@ void launch_rmsnorm_bf16(const float* x, const int32_t* rows, const float* weigh
   NINFER_CUDA_LAUNCH_CHECK();
 }
 
-void launch_qk_norm_rope(float* qkv, int ld, const int32_t* pos, int n_tokens, int n_heads, int n_kv_heads,
-                         int head_dim, const float* q_norm, const float* k_norm, float eps, const float* inv_freq,
-                         cudaStream_t s) {
+void launch_qk_norm_rope(float* qkv, int ld, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
+                         const float* q_norm, const float* k_norm, float eps, const RopeParams& rp, cudaStream_t s) {
   const int items = n_tokens * (n_heads + n_kv_heads);
   constexpr int kWarps = 8;
-  qk_norm_rope_kernel<<<(items + kWarps - 1) / kWarps, kWarps * 32, 0, s>>>(
-      qkv, ld, pos, n_tokens, n_heads, n_kv_heads, head_dim, q_norm, k_norm, eps, inv_freq);
+  qk_norm_rope_kernel<<<(items + kWarps - 1) / kWarps, kWarps * 32, 0, s>>>(qkv, ld, n_tokens, n_heads, n_kv_heads,
+                                                                             head_dim, q_norm, k_norm, eps, rp);
   NINFER_CUDA_LAUNCH_CHECK();
 }
 
-void launch_silu_mul_bf16(const float* gu, uint16_t* out, int n_tokens, int ffn, bool split, cudaStream_t s) {
-  silu_mul_kernel<<<grid_for(size_t(n_tokens) * ffn, 256), 256, 0, s>>>(gu, out, n_tokens, ffn, split);
+void launch_silu_mul_bf16(const float* gu, uint16_t* out, int n_tokens, int ffn, bool split, cudaStream_t s,
+                          int act) {
+  gated_act_kernel<<<grid_for(size_t(n_tokens) * ffn, 256), 256, 0, s>>>(gu, out, n_tokens, ffn, act, split);
+  NINFER_CUDA_LAUNCH_CHECK();
+}
+
+void launch_rmsnorm_add(const float* in, const float* weight, float* acc, int n_rows, int dim, float eps,
+                        cudaStream_t s) {
+  rmsnorm_add_kernel<<<n_rows, 256, 0, s>>>(in, weight, acc, dim, eps);
+  NINFER_CUDA_LAUNCH_CHECK();
+}
+
+void launch_rmsnorm_rows_f32(float* x, int ld, const float* weight, int n_rows, int dim, float eps, cudaStream_t s) {
+  rmsnorm_rows_kernel<<<n_rows, 256, 0, s>>>(x, ld, weight, dim, eps);
+  NINFER_CUDA_LAUNCH_CHECK();
+}
+
+void launch_to_bf16(const float* x, uint16_t* out, int n_rows, int dim, bool split, cudaStream_t s) {
+  const size_t n = size_t(n_rows) * dim;
+  to_bf16_kernel<<<grid_for(n, 256), 256, 0, s>>>(x, out, n, split);
+  NINFER_CUDA_LAUNCH_CHECK();
+}
+
+void launch_logits_post(float* y, size_t n, float scale, float cap, cudaStream_t s) {
+  logits_post_kernel<<<grid_for(n, 256), 256, 0, s>>>(y, n, scale, cap);
+  NINFER_CUDA_LAUNCH_CHECK();
+}
+
+void launch_moe_route(const float* logits, int n_tokens, int n_experts, int k, bool norm, int32_t* ids, float* w,
+                      cudaStream_t s) {
+  if (n_experts > 256 || k > n_experts) throw std::runtime_error("launch_moe_route: at most 256 experts, k <= experts");
+  moe_route_kernel<<<(n_tokens + 127) / 128, 128, 0, s>>>(logits, n_tokens, n_experts, k, norm, ids, w);
+  NINFER_CUDA_LAUNCH_CHECK();
+}
+
+void launch_moe_combine(const float* y, const float* w, int n_tokens, int k, int dim, float alpha, float* x,
+                        cudaStream_t s) {
+  moe_combine_kernel<<<grid_for(size_t(n_tokens) * dim, 256), 256, 0, s>>>(y, w, n_tokens, k, dim, alpha, x);
+  NINFER_CUDA_LAUNCH_CHECK();
+}
+
+void launch_gather_rows_bf16(const uint16_t* src, const int32_t* rows, uint16_t* dst, int n_rows, int dim,
+                             cudaStream_t s) {
+  if (n_rows == 0) return;
+  gather_rows_bf16_kernel<<<n_rows, 256, 0, s>>>(src, rows, dst, dim);
+  NINFER_CUDA_LAUNCH_CHECK();
+}
+
+void launch_scatter_rows_f32(const float* src, const int32_t* rows, float* dst, int n_rows, int dim, cudaStream_t s) {
+  if (n_rows == 0) return;
+  scatter_rows_f32_kernel<<<n_rows, 256, 0, s>>>(src, rows, dst, dim);
   NINFER_CUDA_LAUNCH_CHECK();
 }
 

@@ -13,23 +13,59 @@
 namespace ninfer::cuda {
 
 // x[t, :] = float(embed[ids[t], :]).  ids: [n_tokens]; embed: [vocab, hidden] bf16; x: [n_tokens, hidden]
-void launch_embed(const int32_t* ids, const uint16_t* embed, float* x, int n_tokens, int hidden, cudaStream_t s);
+void launch_embed(const int32_t* ids, const uint16_t* embed, float* x, int n_tokens, int hidden, cudaStream_t s,
+                  float scale = 1.0f);  // x *= scale (Gemma, Granite)
 
 // out = bf16(x / rms(x) * weight) per row (split: hi and lo halves). rows: optional [n_rows]
 // indices into x (null: row r reads x[r]).  x: [*, dim] fp32; weight: [dim]; out: [n_rows (x2), dim]
 void launch_rmsnorm_bf16(const float* x, const int32_t* rows, const float* weight, uint16_t* out, int n_rows,
                          int dim, float eps, bool split, cudaStream_t s);
 
+// Rope of one forward (model/rope.h): token t at position pos[t] uses table tok_table[t] (null:
+// table 0) of `tables`, each [1 + rotary_dim / 2] floats: the attention factor (cos and sin
+// are multiplied by it), then inv_freq. The first rotary_dim dims of a head rotate (half-split
+// within them); q heads are then multiplied by q_mult (a score scale other than
+// 1/sqrt(head_dim), folded into q).
+struct RopeParams {
+  const int32_t* pos = nullptr;        // [n_tokens]
+  const int32_t* tok_table = nullptr;  // [n_tokens] or null
+  const float* tables = nullptr;       // [n_tables][1 + rotary_dim / 2]
+  int rotary_dim = 0;
+  float q_mult = 1.0f;
+};
 // In place on qkv [n_tokens, ld] (q heads first, then k heads, then v heads, each head_dim wide):
-// applies RMSNorm per head with q_norm / k_norm when non-null (Qwen3), then rope (half-split)
-// to the q and k heads at positions pos[t]. inv_freq: [head_dim / 2] fp32.
-void launch_qk_norm_rope(float* qkv, int ld, const int32_t* pos, int n_tokens, int n_heads, int n_kv_heads,
-                         int head_dim, const float* q_norm, const float* k_norm, float eps, const float* inv_freq,
-                         cudaStream_t s);
+// applies RMSNorm per head with q_norm / k_norm when non-null (Qwen3, Gemma 3), then rope.
+void launch_qk_norm_rope(float* qkv, int ld, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
+                         const float* q_norm, const float* k_norm, float eps, const RopeParams& rp, cudaStream_t s);
 
-// out = bf16(silu(gu[:, :ffn]) * gu[:, ffn:]) (split: hi and lo).  gu: [n_tokens, 2 * ffn] fp32;
-// out: [n_tokens (x2), ffn]
-void launch_silu_mul_bf16(const float* gu, uint16_t* out, int n_tokens, int ffn, bool split, cudaStream_t s);
+// x[r, :dim] = rmsnorm(x[r, :dim]) * weight in place, rows ld apart (OLMo-2's whole-projection
+// q/k norms).  x: [n_rows, ld] fp32; weight: [dim]
+void launch_rmsnorm_rows_f32(float* x, int ld, const float* weight, int n_rows, int dim, float eps, cudaStream_t s);
+// acc += rmsnorm(in) * weight per row (post-norms).  in, acc: [n_rows, dim] fp32
+void launch_rmsnorm_add(const float* in, const float* weight, float* acc, int n_rows, int dim, float eps,
+                        cudaStream_t s);
+// out = bf16(x) (split: hi and lo).  x: [n_rows, dim] fp32; out: [n_rows (x2), dim]
+void launch_to_bf16(const float* x, uint16_t* out, int n_rows, int dim, bool split, cudaStream_t s);
+// y = cap > 0 ? cap * tanh(scale * y / cap) : scale * y.  y: [n] fp32 logits
+void launch_logits_post(float* y, size_t n, float scale, float cap, cudaStream_t s);
+
+// Mixture of experts. Route: per token, softmax over the experts' logits, top k (ids, weights,
+// renormalised when norm).  logits: [n_tokens, n_experts]; ids, w: [n_tokens, k]
+void launch_moe_route(const float* logits, int n_tokens, int n_experts, int k, bool norm, int32_t* ids, float* w,
+                      cudaStream_t s);
+// x[t] += alpha * sum_j w[t, j] * y[t * k + j].  y: [n_tokens * k, dim]; x: [n_tokens, dim]
+void launch_moe_combine(const float* y, const float* w, int n_tokens, int k, int dim, float alpha, float* x,
+                        cudaStream_t s);
+// dst[i] = src[rows[i]].  src: [*, dim] bf16; rows: [n_rows]; dst: [n_rows, dim]
+void launch_gather_rows_bf16(const uint16_t* src, const int32_t* rows, uint16_t* dst, int n_rows, int dim,
+                             cudaStream_t s);
+// dst[rows[i]] = src[i].  src: [n_rows, dim] fp32
+void launch_scatter_rows_f32(const float* src, const int32_t* rows, float* dst, int n_rows, int dim, cudaStream_t s);
+
+// out = bf16(act(gu[:, :ffn]) * gu[:, ffn:]) (split: hi and lo), act 0: silu, 1: gelu (tanh
+// approximation).  gu: [n_tokens, 2 * ffn] fp32; out: [n_tokens (x2), ffn]
+void launch_silu_mul_bf16(const float* gu, uint16_t* out, int n_tokens, int ffn, bool split, cudaStream_t s,
+                          int act = 0);
 
 // y[t, n] += bias[n].  y: [n_rows, n]
 void launch_add_bias(float* y, const float* bias, int n_rows, int n, cudaStream_t s);
@@ -48,7 +84,13 @@ namespace ninfer::cuda {
 // bound: what matters is bytes of w per second). w: [n, k] bf16; x: [n_rows, k] bf16;
 // y: [n_rows, n] fp32. k must be a multiple of 8.
 constexpr int kGemvMaxRows = 8;
+// y = (accumulate ? y : 0) + alpha * (x w^T).
 void launch_gemv_bf16(const uint16_t* w, const uint16_t* x, float* y, int n_rows, int n, int k, bool accumulate,
-                      cudaStream_t s);
+                      cudaStream_t s, float alpha = 1.0f);
+// Mixture-of-experts decode: y[r, :] = w_e x[r / x_div, :]^T with e = experts[r] and w_e at
+// w + e * expert_stride (read only for the chosen experts). w: [n_experts][n, k] bf16;
+// experts: [n_rows] (device); x: [n_rows / x_div, k] bf16; y: [n_rows, n] fp32.
+void launch_gemv_gathered_bf16(const uint16_t* w, size_t expert_stride, const int32_t* experts, const uint16_t* x,
+                               int x_div, float* y, int n_rows, int n, int k, cudaStream_t s);
 
 }  // namespace ninfer::cuda
