@@ -77,6 +77,7 @@ struct BenchCmd {
   std::string ctx_list = "8192,32768,131072", batch_list, heads = "32/8";  // batch_list empty: 1 (model), 1,8 (--attention)
   std::string splits_list;  // empty: the planner's choice
   int head_dim = 128, n_query = 1;
+  int window = 0;  // sliding window (0: none)
   bool cold_l2 = false, graph = false;
 };
 
@@ -116,6 +117,7 @@ void run_attention(const BenchCmd& c) {
           cfg.head_dim = c.head_dim;
           cfg.n_query = c.n_query;
           cfg.splits = splits;
+          cfg.window = c.window;
           cfg.repeats = std::max(20, c.repeats);
           cfg.cold_l2 = c.cold_l2;
           cfg.graph = c.graph;
@@ -133,11 +135,13 @@ void run_attention(const BenchCmd& c) {
     rows.push_back({{"kv_dtype", cfg.kv_dtype}, {"batch", cfg.batch}, {"ctx", cfg.ctx}, {"n_heads", nh},
                     {"n_kv_heads", nkv}, {"head_dim", c.head_dim}, {"n_query", c.n_query}, {"median_ms", r.median_ms},
                     {"min_ms", r.min_ms}, {"kv_bytes", r.kv_bytes}, {"gbps", r.gbps}, {"splits", r.splits},
-                    {"cold_l2", cfg.cold_l2}, {"graph", cfg.graph}});
+                    {"cold_l2", cfg.cold_l2}, {"graph", cfg.graph}, {"window", cfg.window}});
   }
   if (c.json_out) std::printf("%s\n", json{{"bench", "attention"}, {"device", dev}, {"rows", rows}}.dump().c_str());
-  std::printf("decode attention, one step | %s | heads %d/%d head_dim %d, %d query token(s) per sequence%s\n",
-              dev.c_str(), nh, nkv, c.head_dim, c.n_query,
+  const std::string win =
+      c.window > 0 ? " | sliding window " + std::to_string(c.window) + " (KV MiB: the keys a query sees)" : "";
+  std::printf("decode attention, one step | %s | heads %d/%d head_dim %d, %d query token(s) per sequence%s%s\n",
+              dev.c_str(), nh, nkv, c.head_dim, c.n_query, win.c_str(),
               c.cold_l2 ? " | L2 overwritten before each repeat" : (c.graph ? " | CUDA-graph replays of 20 steps" : ""));
   std::printf("%-8s %5s %8s %10s %10s %8s %6s %10s\n", "kv", "batch", "ctx", "ms", "KV MiB", "GB/s", "splits",
               "vs bf16");
@@ -329,6 +333,9 @@ RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or dec
   attn(app->add_option("--heads", c->heads, "--attention: q heads / kv heads")->capture_default_str());
   attn(app->add_option("--head-dim", c->head_dim, "--attention: head_dim (64, 128, 256)")->capture_default_str());
   attn(app->add_option("--queries", c->n_query, "--attention: query tokens per sequence")->capture_default_str());
+  attn(app->add_option("--window", c->window,
+                       "--attention: sliding window of the attention (keys p - N < k <= p; 0: none)")
+           ->capture_default_str());
   attn(app->add_option("--splits", c->splits_list,
                        "--attention: KV splits forced on the kernels, a list (1 to 128; default: the planner's choice)"));
   attn(app->add_flag("--cold-l2", c->cold_l2,

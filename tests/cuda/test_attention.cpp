@@ -2,7 +2,12 @@
 // (the CPU codec's decoder applied to the bytes the GPU append wrote), for bf16, int8, the
 // compressed caches (int4, rk4v4-e8, rk2v4-e8: Q rotated by H_D, output rotated back by
 // H_64 per group) and the minifloat caches (fp8: V not rotated; nvfp4, k8v4: V by H_64), head_dim 64/128/256, GQA ratios 1, 3, 4, 8, decode-class and prefill-class chunks in one
-// batch, lengths at page boundaries +-1, shuffled page tables, forced and automatic KV splits.
+// batch, lengths at page boundaries +-1, shuffled page tables, forced and automatic KV splits;
+// sliding windows (AttnShape::window: 1, below a page, 64 +- 1, past the context, over long
+// contexts with forced and automatic splits) and logit soft-capping (AttnShape::softcap: 50,
+// and 5 with peaky queries), in every format at head_dim 64, 128 and 256. With a window, the
+// page-table entries of the pages below the first one a chunk's rows see point at a poison page
+// (every byte 0xFF: NaN scales and bf16 values), so an output is NaN if a kernel reads one.
 //
 // Tolerance (derived): the kernel rounds Q to bf16 (relative 2^-9), P to bf16 (2^-9), and
 // int8 and compressed values to bf16 after dequantisation (2^-9; the compressed prefill
@@ -21,10 +26,14 @@
 // V codes, P = p s_j / s_ref per 64-group rounded to fp16. Its prefill rounds fp8 values times their scale to bf16 (2^-9, as
 // int8's). So the same bounds hold. So: max |err| <= 2e-2 and relative L2
 // error <= 1e-2 (METHOD: bf16 operands land between 1e-3 and 1e-2). NaN fails (the output
-// is poisoned with NaN before the run).
+// is poisoned with NaN before the run). The softcap's tanh (softcap_log2, attention.cu: a few
+// 1e-7 of the cap, absolute, on a score) adds nothing measurable; it shrinks the scores' Q
+// rounding errors (tanh' <= 1), so the budgets hold with it.
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <numeric>
+#include <string>
 #include <tuple>
 
 #include "backend/cuda/attention.h"
@@ -55,6 +64,8 @@ struct AttnCase {
   // and large V scales interleaved: the running V-scale maxima of the int8 / fp8 decode
   // kernels grow many times during a walk, and small rows' P operands go far below 1).
   float v_spread = 0.0f;
+  int window = 0;         // AttnShape::window (0: none)
+  float softcap = 0.0f;   // AttnShape::softcap (0: none)
 };
 
 void PrintTo(const AttnCase& c, std::ostream* os) { *os << c.name; }
@@ -71,7 +82,8 @@ struct AttnFixture {
   cuda::CacheKind kind{};
   size_t kblk = 0, vblk = 0;
   int total_q = 0, q_ld = 0;
-  std::vector<std::vector<int32_t>> tables;
+  std::vector<std::vector<int32_t>> tables;      // the pages the cache was appended to
+  std::vector<std::vector<int32_t>> run_tables;  // what the attention gets: with a window, unseen pages -> poison
   std::vector<float> q;
   DevBuf<float> d_q;
   DevBuf<uint8_t> k_pool, v_pool;
@@ -96,6 +108,7 @@ struct AttnFixture {
     std::mt19937 rng(seed);
     std::shuffle(perm.begin(), perm.end(), rng);
     const int n_pages = int(perm.size());
+    const int poison_page = n_pages;  // one more page, every byte 0xFF (the class comment)
     {
       size_t next = 0;
       for (const SeqSpec& s : c.seqs) {
@@ -103,6 +116,13 @@ struct AttnFixture {
         tables.emplace_back(perm.begin() + long(next), perm.begin() + long(next) + np);
         next += size_t(np);
       }
+    }
+    // The first page any row of a chunk sees: that of its first token's window.
+    for (size_t s = 0; s < c.seqs.size(); ++s) {
+      run_tables.push_back(tables[s]);
+      if (c.window <= 0) continue;
+      const int pfirst = std::max(0, c.seqs[s].start - c.window + 1) / 64;
+      for (int p = 0; p < pfirst; ++p) run_tables[s][size_t(p)] = poison_page;
     }
     // K/V source rows for every cached position, appended by the GPU kernel.
     const int ld = 2 * nkv * d;
@@ -123,15 +143,18 @@ struct AttnFixture {
     DevBuf<int32_t> d_page, d_slot;
     d_page.upload(tok_page);
     d_slot.upload(tok_slot);
-    k_pool.resize(size_t(n_pages) * nkv * kblk);
-    v_pool.resize(size_t(n_pages) * nkv * vblk);
-    // NOTE: stale finite garbage in unused slots (the kernel must mask it, not rely on zeros).
+    k_pool.resize(size_t(n_pages + 1) * nkv * kblk);
+    v_pool.resize(size_t(n_pages + 1) * nkv * vblk);
+    // NOTE: stale finite garbage in unused slots (the kernel must mask it, not rely on zeros),
+    // and the poison page (0xFF) last.
     {
       std::vector<uint8_t> junk(k_pool.size());
-      for (size_t i = 0; i < junk.size(); ++i) junk[i] = uint8_t((i * 131 + 7) % 97);
+      for (size_t i = 0; i < junk.size(); ++i)
+        junk[i] = i >= size_t(poison_page) * nkv * kblk ? 0xFF : uint8_t((i * 131 + 7) % 97);
       k_pool.upload(junk);
       junk.resize(v_pool.size());
-      for (size_t i = 0; i < junk.size(); ++i) junk[i] = uint8_t((i * 131 + 7) % 97);
+      for (size_t i = 0; i < junk.size(); ++i)
+        junk[i] = i >= size_t(poison_page) * nkv * vblk ? 0xFF : uint8_t((i * 131 + 7) % 97);
       v_pool.upload(junk);
     }
     test::append_kv_rows(d_kv.get(), total_ctx, nkv, d, kind, fmt.k.rotation == KvRotation::HadamardHead,
@@ -151,13 +174,15 @@ struct AttnFixture {
   // the output.
   std::vector<uint16_t> run(int splits, int cta_cap = -1, int* splits_used = nullptr, int* splits_prefill = nullptr) {
     cuda::AttnShape sh{nh, nkv, d, kind, int(fmt.k.rotation), int(fmt.v.rotation)};
+    sh.window = c.window;
+    sh.softcap = c.softcap;
     cuda::PagedAttention attn(sh);
     attn.force_splits(splits);
     attn.force_cta_cap(cta_cap);
     std::vector<cuda::AttnSeq> seqs;
     int tok0 = 0;
     for (size_t s = 0; s < c.seqs.size(); ++s) {
-      seqs.push_back({tok0, c.seqs[s].n_tokens, c.seqs[s].start, tables[s].data(), int(tables[s].size())});
+      seqs.push_back({tok0, c.seqs[s].n_tokens, c.seqs[s].start, run_tables[s].data(), int(run_tables[s].size())});
       tok0 += c.seqs[s].n_tokens;
     }
     attn.plan(seqs.data(), int(seqs.size()), total_q, nullptr);
@@ -205,22 +230,27 @@ TEST_P(PagedAttentionTest, MatchesFp64ReferenceOnDecodedCache) {
       }
     for (int i = 0; i < c.seqs[s].n_tokens; ++i) {
       for (int hq = 0; hq < nh; ++hq) {
-        const int h = hq / g, n_keys = c.seqs[s].start + i + 1;
+        // Keys [k0, pos]: causal, and with a window of w the keys k > pos - w (transformers'
+        // sliding_window_overlay: kv_idx > q_idx - sliding_window).
+        const int h = hq / g, pos = c.seqs[s].start + i;
+        const int k0 = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
         std::vector<float> qr(q.begin() + (long(tok0 + i) * nh + hq) * d, q.begin() + (long(tok0 + i) * nh + hq + 1) * d);
         rotate_kv(fmt.k.rotation, qr.data(), d);
-        std::vector<double> sc(static_cast<size_t>(n_keys));
+        std::vector<double> sc(static_cast<size_t>(pos + 1 - k0));
         double mx = -1e300;
-        for (int p = 0; p < n_keys; ++p) {
+        for (int p = k0; p <= pos; ++p) {
           double dot = 0;
           for (int j = 0; j < d; ++j) dot += double(qr[size_t(j)]) * K[(size_t(h) * n_ctx + p) * d + j];
-          sc[size_t(p)] = dot / std::sqrt(double(d));
-          mx = std::max(mx, sc[size_t(p)]);
+          double v = dot / std::sqrt(double(d));
+          if (c.softcap > 0.0f) v = double(c.softcap) * std::tanh(v / double(c.softcap));  // Gemma 2's soft cap
+          sc[size_t(p - k0)] = v;
+          mx = std::max(mx, v);
         }
         double den = 0;
         for (double& v : sc) den += (v = std::exp(v - mx));
         std::vector<double> o(size_t(d), 0.0);
-        for (int p = 0; p < n_keys; ++p)
-          for (int j = 0; j < d; ++j) o[size_t(j)] += sc[size_t(p)] / den * V[(size_t(h) * n_ctx + p) * d + j];
+        for (int p = k0; p <= pos; ++p)
+          for (int j = 0; j < d; ++j) o[size_t(j)] += sc[size_t(p - k0)] / den * V[(size_t(h) * n_ctx + p) * d + j];
         std::vector<float> of(o.begin(), o.end());
         rotate_kv(fmt.v.rotation, of.data(), d);
         for (int j = 0; j < d; ++j) {
@@ -314,6 +344,61 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{"int4_d128_g4_long_peaky8", "int4", 128, 8, 2, kLong, 0, 8.0f},
         AttnCase{"rk4v4_e8_d128_g4_long_peaky12", "rk4v4-e8", 128, 8, 2, kLong, 7, 12.0f}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// Sliding windows and soft caps, every format at head_dim 64 (g 1 or 3), 128 (g 4) and 256 (g 8).
+// Per format and head_dim:
+//  - kMixed (decode and prefill chunks in one batch, several starting mid-page) under two of
+//    the windows 1, 20 (below a page), 63, 64, 65 (64 +- 1) and 100000 (past every context),
+//    rotated so that each format meets all six over its head dims and each head dim all six
+//    over the formats;
+//  - kWinLong (long decode contexts, a 40-token prefill chunk and a 5-token one, starting
+//    mid-page) with softcap 50 under a window of 1000 with 7 forced splits (d64), 4096 with the
+//    planner's splits at 32/8 heads (d128: splits over the visible pages only) or 65 with 3
+//    forced splits (d256: more splits than some tiles have visible pages, so empty splits);
+//  - kMixed with peaky queries (q_scale 12) and softcap 5, 2 forced splits, with a window of 40
+//    at d128 and none otherwise.
+const std::vector<SeqSpec> kWinLong = {{5000, 1}, {4095, 1}, {3000, 2}, {300, 40}, {1000, 5}};
+
+std::vector<AttnCase> window_cases() {
+  static std::deque<std::string> names;  // the cases' names live as long as the suite (a deque: stable)
+  struct Fmt {
+    const char *name, *id;
+  };
+  const Fmt fmts[] = {{"bf16", "bf16"},         {"int8", "int8"},   {"int4", "int4"}, {"rk4v4-e8", "rk4v4_e8"},
+                      {"rk2v4-e8", "rk2v4_e8"}, {"fp8", "fp8"},     {"nvfp4", "nvfp4"}, {"k8v4", "k8v4"}};
+  struct Dim {
+    int d, nh, nkv;
+  };
+  const Dim dims[] = {{64, 4, 4}, {128, 8, 2}, {256, 16, 2}};
+  const int windows[] = {1, 20, 63, 64, 65, 100000};
+  std::vector<AttnCase> out;
+  auto add = [&](const Fmt& f, Dim dm, const std::string& tag, const std::vector<SeqSpec>& seqs, int splits, float qs,
+                 int window, float cap) {
+    names.push_back(std::string(f.id) + "_d" + std::to_string(dm.d) + "_" + tag);
+    AttnCase c{names.back().c_str(), f.name, dm.d, dm.nh, dm.nkv, seqs, splits, qs};
+    c.window = window;
+    c.softcap = cap;
+    out.push_back(c);
+  };
+  for (int fi = 0; fi < 8; ++fi)
+    for (int di = 0; di < 3; ++di) {
+      const Fmt& f = fmts[fi];
+      Dim dm = dims[di];
+      if (dm.d == 64 && fi % 2 == 1) dm = {64, 12, 4};  // g 3 for half of the formats
+      for (int k = 0; k < 2; ++k) {
+        const int w = windows[(2 * di + k + 2 * fi) % 6];
+        add(f, dm, "mixed_w" + std::to_string(w), kMixed, 0, 3.0f, w, 0.0f);
+      }
+      if (di == 0) add(f, dm, "winlong_w1000_split7_cap50", kWinLong, 7, 3.0f, 1000, 50.0f);
+      if (di == 1) add(f, {128, 32, 8}, "winlong_w4096_auto_cap50", kWinLong, 0, 3.0f, 4096, 50.0f);
+      if (di == 2) add(f, dm, "winlong_w65_split3_cap50", kWinLong, 3, 3.0f, 65, 50.0f);
+      add(f, dm, di == 1 ? "mixed_peaky12_cap5_w40" : "mixed_peaky12_cap5", kMixed, 2, 12.0f, di == 1 ? 40 : 0, 5.0f);
+    }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Window, PagedAttentionTest, ::testing::ValuesIn(window_cases()),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // The register decode kernel's grid capped at fewer CTAs per SM than fit (dynamic shared
 // memory, attention.cu pad_for_ctas_per_sm) computes the same bits as uncapped, and a cap of

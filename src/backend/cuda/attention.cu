@@ -41,9 +41,10 @@ constexpr int kPage = kCachePageSize;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Work item of a CTA in device memory (PagedAttention::plan): its tile's first query row and its
-// chunk's tok0, n_tokens, start_pos and page-table offset, padded to 32 bytes, so that a CTA
-// learns all of it in one round trip (the page ids are the next one). A separate chunk record
-// cost a second, dependent round trip before the page ids (~0.3 us of a batch-1 step).
+// chunk's tok0, n_tokens, start_pos and page-table offset, then the first page any row of the
+// tile sees (the sliding window's; 0 without one), padded to 32 bytes, so that a CTA learns all
+// of it in one round trip (the page ids are the next one). A separate chunk record cost a
+// second, dependent round trip before the page ids (~0.3 us of a batch-1 step).
 constexpr int kWorkInts = 8;
 
 // Swizzle of a bf16 [rows][D] tile (see the top of this file).
@@ -77,7 +78,30 @@ struct KernelParams {
   int ctas_per_sm;
   int history_ready;  // decode_comp_kernel: run's history_ready (pages below start read before the wait)
   int q_ready;        // decode_comp_kernel: run's q_ready (the Q prologue before the wait; pro_early)
+  // AttnShape::window and ::softcap. The decode kernels read them only in their EXT variants
+  // (template argument EXT, chosen per launch by `ext`: a window or a softcap is set), so that
+  // the default path's code is what it was; the prefill kernel reads them always (uniform).
+  int ext;
+  int window;      // 0: none
+  float cap2;      // softcap * log2(e): the cap in the kernels' log2 units (0: none)
+  float cap_k;     // 2 / softcap (softcap_log2)
 };
+
+// Logit soft-capping in the log2 domain: a score s (log2 units, s = s_nat log2(e)) becomes
+// c2 tanh(s / c2) with c2 = softcap log2(e), i.e. softcap tanh(s_nat / softcap) in log2 units,
+// computed as c2 - 2 c2 / (2^(s k) + 1), k = 2 / softcap (2^(s k) = e^(2 s_nat / softcap)).
+// ex2.approx (relative error ~2^-22) and the approximate division (~2 ulp) leave an absolute
+// error of a few 1e-7 c2 on the capped score, far below the bf16 rounding of Q (2^-9 relative).
+// Saturates cleanly: 2^(s k) = +inf gives c2 (the division returns 0), 0 gives -c2.
+__device__ __forceinline__ float softcap_log2(float s, float c2, float k) {
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(e) : "f"(s * k));
+  return c2 - __fdividef(2.0f * c2, e + 1.0f);
+}
+
+// The lowest key a query row whose highest visible key is lim may see (AttnShape::window;
+// window 0: key 0). Rows past the chunk's end have lim = -1 and see nothing either way.
+__device__ __forceinline__ int window_lo(int lim, int window) { return window > 0 ? max(0, lim - window + 1) : 0; }
 
 // KIND 2 (compressed caches, prefill kernel): expands rows [0, rows) of a block of codes (codes [rows][cb], then scales
 // [rows][D / 64] fp16, as stored) to a swizzled bf16 [rows][D] tile; rows >= valid become 0.
@@ -229,19 +253,31 @@ __device__ void write_tile(const KernelParams& p, float* Os, int OP, const float
 
 // This CTA's work item (kWorkInts above): two independent reads, one round trip.
 struct WorkItem {
-  int row0, tok0, n_tok, start;
+  int row0, tok0, n_tok, start, pfirst;
   const int32_t* table;
 };
 __device__ __forceinline__ WorkItem work_item(const KernelParams& p) {
   const int4 a = *reinterpret_cast<const int4*>(p.work + kWorkInts * blockIdx.x);
-  const int toff = p.work[kWorkInts * blockIdx.x + 4];
-  return {a.x, a.y, a.z, a.w, p.tables + toff};
+  const int2 b = *reinterpret_cast<const int2*>(p.work + kWorkInts * blockIdx.x + 4);  // table offset, first page
+  return {a.x, a.y, a.z, a.w, b.y, p.tables + b.x};
+}
+
+// The pages [p_begin, p_begin + n_iter) of split `split` of n_splits: the pages [pfirst,
+// n_pages) the tile's rows see, divided evenly (ceil(visible / n_splits) each; the merge and
+// the planner assume this partition).
+__device__ __forceinline__ void split_pages(int n_pages, int pfirst, int split, int n_splits, int& p_begin,
+                                            int& n_iter) {
+  const int vis = n_pages - pfirst;
+  const int pps = (vis + n_splits - 1) / n_splits;
+  const int b = min(vis, split * pps);
+  p_begin = pfirst + b;
+  n_iter = min(vis, b + pps) - b;
 }
 
 // The tile of a decode CTA: query rows [row0, row_end) (of R = tokens x group) of one chunk
-// and kv head, and its KV split's pages [p_begin, p_begin + n_iter) of the n_keys keys those
-// rows see (causal), the splits dividing the pages evenly (the merge and the planner assume
-// this partition). M: rows per tile.
+// and kv head, and its KV split's pages [p_begin, p_begin + n_iter) of the pages those rows
+// see (causal: keys < n_keys; with a window from the work item's first page on), the splits
+// dividing them evenly (split_pages). M: rows per tile.
 struct DecodeTile {
   int row0, kvh, split, tok0, start, g, R, row_end, n_keys, p_begin, n_iter;
   const int32_t* table;
@@ -260,10 +296,7 @@ __device__ __forceinline__ DecodeTile decode_tile(const KernelParams& p) {
   t.R = w.n_tok * t.g;
   t.row_end = min(t.row0 + M, t.R);
   t.n_keys = t.start + (t.row_end - 1) / t.g + 1;
-  const int n_pages = (t.n_keys + kPage - 1) / kPage;
-  const int pps = (n_pages + p.n_splits - 1) / p.n_splits;
-  t.p_begin = min(n_pages, t.split * pps);
-  t.n_iter = min(n_pages, t.p_begin + pps) - t.p_begin;
+  split_pages((t.n_keys + kPage - 1) / kPage, w.pfirst, t.split, p.n_splits, t.p_begin, t.n_iter);
   return t;
 }
 
@@ -408,9 +441,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
   const int R = n_tok * g;
   const int row_end = min(row0 + M, R);
   const int n_keys = start + (row_end - 1) / g + 1;  // keys the last row of the tile may see
-  const int n_pages = (n_keys + kPage - 1) / kPage;
-  const int pps = (n_pages + p.n_splits - 1) / p.n_splits;
-  const int p_begin = min(n_pages, split * pps), p_end = min(n_pages, p_begin + pps);
+  int p_begin, n_iter;  // this split's pages of those the tile sees (from the window's first, wi.pfirst)
+  split_pages((n_keys + kPage - 1) / kPage, wi.pfirst, split, p.n_splits, p_begin, n_iter);
 
   // ---- Q: fp32 rows -> rotate -> bf16 Qs ----
   load_q_tile<D>(p, reinterpret_cast<float*>(big), Qs, L::QP, M, row0, R, tok0, kvh);
@@ -449,7 +481,6 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[mt][nt][e] = 0.0f;
 
-  const int n_iter = p_end - p_begin;
 #pragma unroll 1
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < n_iter) load_page(p_begin + s, table[p_begin + s], s);
@@ -547,8 +578,11 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(KernelParams 
           const int c = warp * 16 + j * 8 + 2 * (lane % 4) + (e % 2);
           const int gr = row0 + r;
           const int key = pg * kPage + c;
-          const bool ok = gr < R && c < valid && key <= start + gr / g;
-          Ss[r * L::SP + c] = ok ? acc[j][e] * p.scale_log2 : -INFINITY;
+          const int lim = start + gr / g;  // the row's position: its last key
+          const bool ok = gr < R && c < valid && key <= lim && key >= window_lo(lim, p.window);
+          float v = acc[j][e] * p.scale_log2;
+          if (p.cap2 != 0.0f) v = softcap_log2(v, p.cap2, p.cap_k);  // uniform
+          Ss[r * L::SP + c] = ok ? v : -INFINITY;
         }
       }
     }
@@ -662,7 +696,8 @@ struct DecodeLayout {
   static constexpr int kBytes = oRow + (4 * 16 * 2 + 2 * 16) * 4;
 };
 
-template <int D, int KIND>
+// EXT: the window's lower bounds and the softcap (KernelParams::ext).
+template <int D, int KIND, bool EXT>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams p) {
   static_assert(KIND == 0, "int8 and the compressed kinds decode with decode_comp_kernel");
   using L = DecodeLayout<D, KIND>;
@@ -681,9 +716,11 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
 
   load_q_tile<D>(p, reinterpret_cast<float*>(big), Qs, L::QP, 16, row0, R, tok0, kvh);
 
-  // Causal limits of this thread's two rows (gq and gq + 8); rows past R see no key.
+  // Causal limits of this thread's two rows (gq and gq + 8); rows past R see no key. EXT: the
+  // window's lower bounds.
   const int lim0 = row0 + gq < R ? start + (row0 + gq) / g : -1;
   const int lim1 = row0 + gq + 8 < R ? start + (row0 + gq + 8) / g : -1;
+  const int lo0 = EXT ? window_lo(lim0, p.window) : 0, lo1 = EXT ? window_lo(lim1, p.window) : 0;
 
   uint8_t* ring = big + warp * L::kWarp;
   const size_t blk = size_t(KIND == 0 ? kPage * D * 2 : kPage * (D + D / 32));
@@ -755,8 +792,10 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(KernelParams
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = key0 + j * 8 + 2 * cq + (e % 2);
-        const bool ok = key <= (e < 2 ? lim0 : lim1);
-        const float v = ok ? acc[j][e] * p.scale_log2 : -INFINITY;
+        const bool ok = key <= (e < 2 ? lim0 : lim1) && (!EXT || key >= (e < 2 ? lo0 : lo1));
+        float v = acc[j][e] * p.scale_log2;
+        if (EXT && p.cap2 != 0.0f) v = softcap_log2(v, p.cap2, p.cap_k);
+        v = ok ? v : -INFINITY;
         acc[j][e] = v;
         if (e < 2) mx0 = fmaxf(mx0, v);
         else mx1 = fmaxf(mx1, v);
@@ -809,6 +848,11 @@ __device__ __forceinline__ void mma_s8_16832(int d[4], const uint32_t a[4], uint
 // register sets spill); int4 / rk4v4-e8 the software pipeline, 2 (at head_dim 256 the same
 // kernel as 1), but for rk2v4-e8 at head_dim 128 PIPE 1 (the pipeline at 3 CTAs per SM: 4 %
 // faster than 2); 0 at head_dim 64 (not measured).
+constexpr int comp_pipe_default(int head_dim, CacheKind kind) {
+  if (kind == CacheKind::Int8) return head_dim == 256 ? 4 : 0;
+  if (head_dim == 64) return 0;
+  return kind == CacheKind::Rk2 && head_dim == 128 ? 1 : 2;
+}
 int comp_pipe(int head_dim, CacheKind kind) {
   static const int v = [] {
     const char* e = std::getenv("NINFER_CUDA_COMP_PIPE");
@@ -818,9 +862,7 @@ int comp_pipe(int head_dim, CacheKind kind) {
     return e[0] - '0';
   }();
   if (v >= 0) return v;
-  if (kind == CacheKind::Int8) return head_dim == 256 ? 4 : 0;
-  if (head_dim == 64) return 0;
-  return kind == CacheKind::Rk2 && head_dim == 128 ? 1 : 2;
+  return comp_pipe_default(head_dim, kind);
 }
 
 // Which rk2v4-e8 K decode decode_comp_kernel runs: FMT 6 (two shared tables copied once per
@@ -935,17 +977,21 @@ size_t pad_for_ctas_per_sm(int cps, size_t static_bytes) {
   return per_cta > own ? std::min(per_cta - own, lim.per_block_optin - static_bytes) : 0;
 }
 
-// decode_comp_kernel<D, FMT, PIPE> for the run-time PIPE: launch, or (grid.x == 0) its occupancy.
-// A launch returns the shared memory its CTAs hold on one SM when capped (kp.ctas_per_sm > 0,
-// with the reserved part; launch_merge), else 0.
+// decode_comp_kernel<D, FMT, PIPE, EXT> for the run-time PIPE: launch, or (grid.x == 0) its
+// occupancy. A launch returns the shared memory its CTAs hold on one SM when capped
+// (kp.ctas_per_sm > 0, with the reserved part; launch_merge), else 0. kp.ext (a window or a
+// softcap): the EXT variant, instantiated only for the default loop (comp_pipe_default; the
+// NINFER_CUDA_COMP_PIPE override does not apply to it) and, for rk2v4-e8, the default K decode
+// (FMT 6; comp_call), so that the window and the softcap add 12 kernels, not 90.
 template <int D, int FMT>
 int comp_kernel_call(int pipe, dim3 grid, const KernelParams& kp, cudaStream_t s) {
   constexpr int dyn = FMT == 6 ? kE8pBankedBytes : 0;  // dynamic shared memory (FMT 6's table copies)
   // One instantiation per PIPE (the kernels' pointer types are all alike), so that the opt-in
   // below is done once for each kernel.
-  auto go = [&](auto pipe_c) {
+  auto go = [&](auto pipe_c, auto ext_c) {
     constexpr int P = decltype(pipe_c)::value;
-    const auto kernel = decode_comp_kernel<D, FMT, P>;
+    constexpr bool X = decltype(ext_c)::value;
+    const auto kernel = decode_comp_kernel<D, FMT, P, X>;
     // Opt in to all the dynamic shared memory a CTA may have (FMT 6's copies are over the
     // 48 KiB default with the static arrays; the padding below goes further).
     static const size_t static_bytes = [&] {
@@ -967,12 +1013,20 @@ int comp_kernel_call(int pipe, dim3 grid, const KernelParams& kp, cudaStream_t s
     }
     return n;
   };
+  using NoExt = std::false_type;
+  if constexpr (FMT != 4 && FMT != 5) {  // rk2v4-e8's EXT variant is FMT 6's (comp_call)
+    if (kp.ext) {
+      constexpr CacheKind kKind =
+          FMT == 1 ? CacheKind::Int8 : (FMT == 2 ? CacheKind::Int4 : (FMT == 3 ? CacheKind::Rk4 : CacheKind::Rk2));
+      return go(std::integral_constant<int, comp_pipe_default(D, kKind)>{}, std::true_type{});
+    }
+  }
   switch (pipe) {
-    case 1: return go(std::integral_constant<int, 1>{});
-    case 2: return go(std::integral_constant<int, 2>{});
-    case 3: return go(std::integral_constant<int, 3>{});
-    case 4: return go(std::integral_constant<int, 4>{});
-    default: return go(std::integral_constant<int, 0>{});
+    case 1: return go(std::integral_constant<int, 1>{}, NoExt{});
+    case 2: return go(std::integral_constant<int, 2>{}, NoExt{});
+    case 3: return go(std::integral_constant<int, 3>{}, NoExt{});
+    case 4: return go(std::integral_constant<int, 4>{}, NoExt{});
+    default: return go(std::integral_constant<int, 0>{}, NoExt{});
   }
 }
 
@@ -984,6 +1038,7 @@ int comp_call(CacheKind kind, dim3 grid, const KernelParams& kp, cudaStream_t s)
     case CacheKind::Int4: return comp_kernel_call<D, 2>(pipe, grid, kp, s);
     case CacheKind::Rk4: return comp_kernel_call<D, 3>(pipe, grid, kp, s);
     default:
+      if (kp.ext) return comp_kernel_call<D, 6>(pipe, grid, kp, s);  // EXT: the default K decode only
       switch (e8p_decode_fmt()) {
         case 5: return comp_kernel_call<D, 5>(pipe, grid, kp, s);
         case 4: return comp_kernel_call<D, 4>(pipe, grid, kp, s);
@@ -1202,12 +1257,15 @@ void launch_decode(const KernelParams& kp, int n_work, cudaStream_t s) {
   int decode_smem = 0;  // per SM, when capped (comp_kernel_call)
   if constexpr (KIND == 0) {
     using L = DecodeLayout<D, 0>;
-    if (!configured) {
-      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, 0>,
+    if (!configured) {  // both variants at once
+      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, 0, false>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
+      NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, 0, true>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
       configured = true;
     }
-    decode_attention_kernel<D, 0><<<grid, kThreads, L::kBytes, s>>>(kp);
+    if (kp.ext) decode_attention_kernel<D, 0, true><<<grid, kThreads, L::kBytes, s>>>(kp);
+    else decode_attention_kernel<D, 0, false><<<grid, kThreads, L::kBytes, s>>>(kp);
   } else {
     // int8 and the compressed kinds: straight from the codes (attention_compressed.cuh), 8-row tiles.
     decode_smem = comp_call<D>(CacheKind(kp.fmt), grid, kp, s);
@@ -1252,33 +1310,37 @@ int occupancy_of() {
   return n;
 }
 
+// ext: of the decode kernels' EXT variants (KernelParams::ext).
 template <int D, int KIND>
-int occupancy_decode(CacheKind kind) {
+int occupancy_decode(CacheKind kind, bool ext) {
   int n = 0;
   if constexpr (KIND == 0) {
     using L = DecodeLayout<D, 0>;
-    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, 0>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
-    NINFER_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<D, 0>, kThreads, L::kBytes));
+    const auto kernel = ext ? decode_attention_kernel<D, 0, true> : decode_attention_kernel<D, 0, false>;
+    NINFER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
+    NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, L::kBytes));
   } else {
-    n = comp_call<D>(kind, dim3(0), KernelParams{}, nullptr);
+    KernelParams kp{};
+    kp.ext = ext ? 1 : 0;
+    n = comp_call<D>(kind, dim3(0), kp, nullptr);
   }
   return n;
 }
 
 template <int D>
-int occupancy_d(CacheKind kind, int cls) {
+int occupancy_d(CacheKind kind, int cls, bool ext) {
   constexpr int MTp = D == 256 ? 2 : 4;
-  if (kind == CacheKind::Bf16) return cls == 0 ? occupancy_decode<D, 0>(kind) : occupancy_of<D, 0, MTp>();
-  if (kind == CacheKind::Int8) return cls == 0 ? occupancy_decode<D, 1>(kind) : occupancy_of<D, 1, MTp>();
+  if (kind == CacheKind::Bf16) return cls == 0 ? occupancy_decode<D, 0>(kind, ext) : occupancy_of<D, 0, MTp>();
+  if (kind == CacheKind::Int8) return cls == 0 ? occupancy_decode<D, 1>(kind, ext) : occupancy_of<D, 1, MTp>();
   if (cache_lowbit(kind)) {
     if (cls == 1) return occupancy_of<D, 3, MTp>();
     int n = 0;
-    launch_decode_lowbit<D>(kind, KernelParams{}, 0, nullptr, true, &n);
+    KernelParams kp{};
+    kp.ext = ext ? 1 : 0;
+    launch_decode_lowbit<D>(kind, kp, 0, nullptr, true, &n);
     return n;
   }
-  return cls == 0 ? occupancy_decode<D, 2>(kind) : occupancy_of<D, 2, MTp>();
+  return cls == 0 ? occupancy_decode<D, 2>(kind, ext) : occupancy_of<D, 2, MTp>();
 }
 
 int mt_for(int cls, int head_dim) { return cls == 0 ? 1 : (head_dim == 256 ? 2 : 4); }
@@ -1303,10 +1365,14 @@ PagedAttention::PagedAttention(const AttnShape& shape) : shape_(shape) {
     e8p_mag_ = t.mag;
     e8p_sgn_ = t.sgn;
   }
+  if (shape.window < 0) throw std::runtime_error("CUDA attention: the sliding window must be >= 0 (0: none)");
+  if (!(shape.softcap >= 0.0f) || std::isinf(shape.softcap))
+    throw std::runtime_error("CUDA attention: the softcap must be finite and >= 0 (0: none)");
+  const bool ext = shape.window > 0 || shape.softcap > 0.0f;
   for (int c = 0; c < 2; ++c) {
     const int d = shape.head_dim;
-    const int occ = d == 64 ? occupancy_d<64>(shape.kind, c)
-                            : (d == 128 ? occupancy_d<128>(shape.kind, c) : occupancy_d<256>(shape.kind, c));
+    const int occ = d == 64 ? occupancy_d<64>(shape.kind, c, ext)
+                            : (d == 128 ? occupancy_d<128>(shape.kind, c, ext) : occupancy_d<256>(shape.kind, c, ext));
     if (occ < 1) throw std::runtime_error("CUDA attention kernel cannot be resident (shared memory too large?)");
     cls_[c].slots = occ * num_sms_;
   }
@@ -1324,7 +1390,7 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
   // Layout of the metadata upload: the page tables, then the work items of class 0 and of class
   // 1 (kWorkInts each, 16-byte aligned).
   host_meta_.clear();
-  int max_pages[2] = {0, 0};
+  int max_pages[2] = {0, 0};  // the most pages a work item of the class walks (those its rows see)
   for (Class& c : cls_) c.work.clear();
   size_t toff = 0;
   for (int i = 0; i < n_seqs; ++i) {
@@ -1337,11 +1403,16 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     const int cls = rows <= 16 ? 0 : 1;
     const int M = cls_[cls].rows;
     for (int r0 = 0; r0 < rows; r0 += M) {
-      const int32_t item[kWorkInts] = {r0, q.tok0, q.n_tokens, q.start_pos, int32_t(toff), 0, 0, 0};
+      // The tile's rows see keys [lo, n_keys): lo from its first row's window (0 without one).
+      // Its splits walk only the pages from lo's on (split_pages, attention.cu's kernels).
+      const int n_keys = q.start_pos + (std::min(r0 + M, rows) - 1) / g + 1;
+      const int lo = shape_.window > 0 ? std::max(0, q.start_pos + r0 / g - shape_.window + 1) : 0;
+      const int pfirst = lo / kPage;
+      const int32_t item[kWorkInts] = {r0, q.tok0, q.n_tokens, q.start_pos, int32_t(toff), pfirst, 0, 0};
       cls_[cls].work.insert(cls_[cls].work.end(), item, item + kWorkInts);
+      max_pages[cls] = std::max(max_pages[cls], (n_keys + kPage - 1) / kPage - pfirst);
     }
     toff += size_t(q.n_blocks);
-    max_pages[cls] = std::max(max_pages[cls], need);
   }
   size_t off_work[2];
   for (int c = 0; c < 2; ++c) {
@@ -1468,6 +1539,10 @@ void PagedAttention::run(const float* q, int q_ld, const uint8_t* k_pool, const 
     kp.ctas_per_sm = k.ctas_per_sm;
     kp.history_ready = history_ready && history_early_enabled() ? 1 : 0;
     kp.q_ready = q_ready && q_early_enabled() ? 1 : 0;
+    kp.ext = shape_.window > 0 || shape_.softcap > 0.0f ? 1 : 0;
+    kp.window = shape_.window;
+    kp.cap2 = shape_.softcap > 0.0f ? shape_.softcap * kLog2e : 0.0f;
+    kp.cap_k = shape_.softcap > 0.0f ? 2.0f / shape_.softcap : 0.0f;
     switch (shape_.head_dim) {
       case 64: dispatch_kind<64>(kp, shape_.kind, c, k.n_work, s); break;
       case 128: dispatch_kind<128>(kp, shape_.kind, c, k.n_work, s); break;

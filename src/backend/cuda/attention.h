@@ -46,6 +46,17 @@
 //  - prefill tiles (64 rows, 32 at head_dim 256): the CTA walks pages with a shared cp.async
 //    ring (int8 and compressed codes expanded to bf16 in shared memory), S and P through
 //    shared memory.
+// Sliding window and soft cap (AttnShape::window, ::softcap): the planner gives each work item
+// the first page any of its rows sees (its first row's lowest key, pos - window + 1), and its
+// splits divide the pages from there to its last row's, so pages wholly outside every row's
+// window are not read (decode cost O(window)); keys of a walked page below a row's bound are
+// masked like those past its causal bound. The soft cap, c tanh(s / c) of the scaled score s,
+// is applied to each fp32 score before the mask and the running maximum (the register decode
+// kernel's: after its groups' int32 sums are scaled and summed), in the log2 domain as
+// c2 - 2 c2 / (2^(2 s2 / c) + 1) (attention.cu, softcap_log2). The decode kernels have both only
+// in a second instantiation (template argument EXT, taken when either is set: the default
+// path's code is unchanged; the register decode kernel's EXT variant exists for its default
+// loop and K decode only); the prefill kernel tests them at run time (uniform branches).
 // With one split a CTA normalises, applies the format's V rotation back and writes bf16; with
 // several, each split writes its unnormalised O, running max and sum (fp32), and a merge
 // kernel combines them by log-sum-exp (one CTA per row and 64-column chunk, or per row when

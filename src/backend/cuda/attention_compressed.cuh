@@ -358,7 +358,9 @@ __device__ __forceinline__ float scale_of(const uint32_t* w, int grp) {
 // PIPE 2: the pipeline with 2 CTAs per SM at head_dim <= 128 (more registers, no spills);
 // 3: PIPE 0's loop with 4 CTAs per SM at head_dim <= 128 (128 registers: a few spills).
 // 4: one register set, the loads of the next slice split around this slice's P V (below).
-template <int D, int FMT, int PIPE>
+// EXT: the window's lower bounds and the softcap (KernelParams::ext; applied to the fp32 score
+// formed from the groups' int32 sums, before the mask and the running maximum).
+template <int D, int FMT, int PIPE, bool EXT>
 __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE == 3 ? 4 : 3)) : 2)
     decode_comp_kernel(KernelParams p) {
   constexpr int NG = D / 64, R8 = kCompRows;
@@ -419,6 +421,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   const int kr0 = FMT == 1 ? 2 * gq - (gq & 1) : gq, kr1 = FMT == 1 ? kr0 + 2 : gq + 8;
   const int lim0 = row0 + 2 * cq < R ? start + (row0 + 2 * cq) / g : -1;
   const int lim1 = row0 + 2 * cq + 1 < R ? start + (row0 + 2 * cq + 1) / g : -1;
+  const int lo0 = EXT ? window_lo(lim0, p.window) : 0, lo1 = EXT ? window_lo(lim1, p.window) : 0;
 
   using Slice = CompSlice<D, FMT>;
   // Per-lane base addresses of page 0 (codes and scales, K and V): a page adds one multiple of
@@ -781,10 +784,17 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (PIPE == 2 ? 2 : (PIPE ==
   // Mask, online softmax and O += P V for the slice starting at key key0 (V part in s).
   auto softmax_pv = [&](const Slice& s, int key0, const float acc[4]) {
     const int ka = key0 + kr0, kb = key0 + kr1;
-    const float s0 = ka <= lim0 ? acc[0] : -INFINITY;
-    const float s1 = ka <= lim1 ? acc[1] : -INFINITY;
-    const float s2 = kb <= lim0 ? acc[2] : -INFINITY;
-    const float s3 = kb <= lim1 ? acc[3] : -INFINITY;
+    float a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+    if (EXT && p.cap2 != 0.0f) {
+      a0 = softcap_log2(a0, p.cap2, p.cap_k);
+      a1 = softcap_log2(a1, p.cap2, p.cap_k);
+      a2 = softcap_log2(a2, p.cap2, p.cap_k);
+      a3 = softcap_log2(a3, p.cap2, p.cap_k);
+    }
+    const float s0 = ka <= lim0 && (!EXT || ka >= lo0) ? a0 : -INFINITY;
+    const float s1 = ka <= lim1 && (!EXT || ka >= lo1) ? a1 : -INFINITY;
+    const float s2 = kb <= lim0 && (!EXT || kb >= lo0) ? a2 : -INFINITY;
+    const float s3 = kb <= lim1 && (!EXT || kb >= lo1) ? a3 : -INFINITY;
     // The row maxima over the slice's 16 keys take three shuffle rounds. A slice in which no
     // score exceeds its row's running maximum (by more than kSlack) leaves the maxima as they
     // are, so the rounds (and the rescale factors) run only when some lane's score does (one

@@ -173,7 +173,8 @@ struct DecodeLowbitLayout {
 //    largest V scale of the valid keys the warp has seen so far (a running maximum, like the
 //    softmax's: when it grows, O is rescaled by old / new together with the softmax factor),
 //    so the fp16 A operand stays <= 1; O is multiplied by s_ref * 2^8 once at the end.
-template <int D, bool KN, bool VN>
+// EXT: the window's lower bounds and the softcap (KernelParams::ext).
+template <int D, bool KN, bool VN, bool EXT>
 __global__ void __launch_bounds__(kThreads) decode_lowbit_kernel(KernelParams p) {
   using L = DecodeLowbitLayout<D, KN, VN>;
   constexpr int STAGES = L::STAGES, CPR = D / 8, NT = D / 8;
@@ -212,6 +213,7 @@ __global__ void __launch_bounds__(kThreads) decode_lowbit_kernel(KernelParams p)
 
   const int lim0 = row0 + gq < R ? start + (row0 + gq) / g : -1;
   const int lim1 = row0 + gq + 8 < R ? start + (row0 + gq + 8) / g : -1;
+  const int lo0 = EXT ? window_lo(lim0, p.window) : 0, lo1 = EXT ? window_lo(lim1, p.window) : 0;
 
   uint8_t* wbase = big + warp * L::kWarp;
   uint8_t* Wt = wbase + STAGES * L::kRaw;  // the working tile after the raw ring: K, then V
@@ -310,9 +312,10 @@ __global__ void __launch_bounds__(kThreads) decode_lowbit_kernel(KernelParams p)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = key0 + j * 8 + 2 * cq + (e % 2);
-        const bool ok = key <= (e < 2 ? lim0 : lim1);
+        const bool ok = key <= (e < 2 ? lim0 : lim1) && (!EXT || key >= (e < 2 ? lo0 : lo1));
         float v = acc[j][e] * (e < 2 ? qf0 : qf1);
         if constexpr (!KN) v *= kf[j][e % 2];
+        if (EXT && p.cap2 != 0.0f) v = softcap_log2(v, p.cap2, p.cap_k);
         v = ok ? v : -INFINITY;
         acc[j][e] = v;
         if (e < 2) mx0 = fmaxf(mx0, v);
@@ -374,19 +377,21 @@ __global__ void __launch_bounds__(kThreads) decode_lowbit_kernel(KernelParams p)
 template <int D, bool KN, bool VN>
 void launch_decode_lowbit_kv(const KernelParams& kp, int n_work, cudaStream_t s, bool occupancy_only, int* occ) {
   using L = DecodeLowbitLayout<D, KN, VN>;
-  static bool configured = false;  // NOTE: per instantiation; the attribute is per function
+  static bool configured = false;  // NOTE: per instantiation (both EXT variants); the attribute is per function
   if (!configured) {
-    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_lowbit_kernel<D, KN, VN>,
+    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_lowbit_kernel<D, KN, VN, false>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
+    NINFER_CUDA_CHECK(cudaFuncSetAttribute(decode_lowbit_kernel<D, KN, VN, true>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes));
     configured = true;
   }
+  const auto kernel = kp.ext ? decode_lowbit_kernel<D, KN, VN, true> : decode_lowbit_kernel<D, KN, VN, false>;
   if (occupancy_only) {
-    NINFER_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(occ, decode_lowbit_kernel<D, KN, VN>, kThreads, L::kBytes));
+    NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(occ, kernel, kThreads, L::kBytes));
     return;
   }
   const dim3 grid(unsigned(n_work), unsigned(kp.n_kv_heads), unsigned(kp.n_splits));
-  decode_lowbit_kernel<D, KN, VN><<<grid, kThreads, L::kBytes, s>>>(kp);
+  kernel<<<grid, kThreads, L::kBytes, s>>>(kp);
   NINFER_CUDA_LAUNCH_CHECK();
   if (kp.n_splits > 1) launch_merge<D>(kp, n_work, 16, s);
 }

@@ -64,6 +64,7 @@ struct AttentionBenchConfig {
   int head_dim = 128;
   int n_query = 1;       // query tokens per sequence
   int splits = 0;        // KV splits forced on the kernels (1..128; 0: the planner's choice)
+  int window = 0;        // sliding window of the attention (AttnShape::window; 0: none)
   int repeats = 50;
   bool cold_l2 = false;  // overwrite a buffer of twice the L2 size before each timed repeat
   bool graph = false;    // time CUDA-graph replays of 20 steps back to back (per-step time)
@@ -71,7 +72,7 @@ struct AttentionBenchConfig {
 };
 struct AttentionBenchResult {
   double median_ms = 0, min_ms = 0;
-  double kv_bytes = 0;     // K+V bytes (codes and scales) the step must read
+  double kv_bytes = 0;     // K+V bytes (codes and scales) the step must read (with a window: of the keys it sees)
   double gbps = 0;         // kv_bytes / median time
   int splits = 0;          // KV splits per (sequence, kv head) the kernel chose
   std::string device_name;

@@ -98,6 +98,7 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
   if (cfg.ctx < cfg.n_query || cfg.batch < 1) fail("--ctx and --batch must be positive");
   if (cfg.splits < 0 || cfg.splits > cuda::kMaxSplits)
     fail("--splits {}: the kernels take 1 to {} KV splits", cfg.splits, cuda::kMaxSplits);
+  if (cfg.window < 0) fail("--window {}: a sliding window is >= 1 key (0: none)", cfg.window);
   const int d = cfg.head_dim, nkv = cfg.n_kv_heads, nh = cfg.n_heads;
   const int pages_per_seq = (cfg.ctx + kPageSize - 1) / kPageSize;
   const int n_pages = pages_per_seq * cfg.batch;
@@ -171,7 +172,9 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
     tables[size_t(b)].assign(perm.begin() + long(b) * pages_per_seq, perm.begin() + long(b + 1) * pages_per_seq);
     seqs.push_back({b * cfg.n_query, cfg.n_query, cfg.ctx - cfg.n_query, tables[size_t(b)].data(), pages_per_seq});
   }
-  cuda::PagedAttention attn(cuda::AttnShape{nh, nkv, d, kind, int(fmt.k.rotation), int(fmt.v.rotation)});
+  cuda::AttnShape shape{nh, nkv, d, kind, int(fmt.k.rotation), int(fmt.v.rotation)};
+  shape.window = cfg.window;
+  cuda::PagedAttention attn(shape);
   if (cfg.splits > 0) attn.force_splits(cfg.splits);
   attn.plan(seqs.data(), int(seqs.size()), T, nullptr);
   // --cold-l2: the repeats otherwise find whatever of the cache the L2 kept from the last one
@@ -225,7 +228,9 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
   AttentionBenchResult r;
   r.median_ms = ms[ms.size() / 2];
   r.min_ms = ms.front();
-  r.kv_bytes = double(cfg.batch) * cfg.ctx * nkv * double(fmt.bytes_per_head_token(d));
+  // With a window, the keys the last query sees (the kernels read the pages that hold them).
+  const int seen = cfg.window > 0 ? std::min(cfg.ctx, cfg.window) : cfg.ctx;
+  r.kv_bytes = double(cfg.batch) * seen * nkv * double(fmt.bytes_per_head_token(d));
   r.gbps = r.kv_bytes / (r.median_ms * 1e-3) / 1e9;
   r.splits = cfg.n_query * (nh / nkv) <= 16 ? attn.splits(0) : attn.splits(1);
   cudaDeviceProp prop{};
