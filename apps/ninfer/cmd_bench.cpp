@@ -177,10 +177,12 @@ void run_model(const BenchCmd& c) {
     // Plan with a short max context (the pool is automatic), then let one sequence grow to
     // the pool's share of each of --batch sequences.
     o.max_context = std::max({c.prompt, c.fill_from, 1}) + 64;
+    o.allow_long_context = true;  // the lengths are this tool's own flags (a warning names them)
     o.kv_capacity = 0;
   } else {
     const int64_t longest = std::max<int64_t>(c.prompt, int64_t(std::max(c.depth, 1)) + c.gen + 2);
     o.max_context = longest + 64;
+    o.allow_long_context = true;  // the lengths are this tool's own flags (a warning names them)
     o.kv_capacity = (o.max_context + 64) * std::max(1, c.batch);
   }
   o.max_sequences = c.batch;

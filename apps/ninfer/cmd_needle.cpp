@@ -84,6 +84,7 @@ RegisterCommand reg("needle", "multi-needle retrieval accuracy through the chat 
     }
     EngineOptions o = c->ef.options();
     if (o.max_context == 0) o.max_context = max_len + 64;
+    o.allow_long_context = true;  // the lengths are this tool's own flags (a warning names them)
     if (o.kv_capacity == 0) o.kv_capacity = o.max_context;  // one chat at a time
     auto eng = Engine::create(c->ef.model_dir, o);
     const Tokenizer& tok = eng->tokenizer();

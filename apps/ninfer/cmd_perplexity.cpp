@@ -75,6 +75,7 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
     std::vector<const KvFormat*> fmts = parse_formats(c->ef.opt.kv_dtype);
     EngineOptions o = c->ef.options_with_kv_dtype(std::string(fmts[0]->name));
     if (o.max_context == 0) o.max_context = c->ctx;
+    o.allow_long_context = true;  // the lengths are this tool's own flags (a warning names them)
     if (o.max_context < c->ctx) fail("--max-context {} is smaller than --ctx {}", o.max_context, c->ctx);
     // One sequence at a time: the pool holds one window unless --kv-capacity says otherwise
     // (automatic capacity would take all of a GPU's memory for the first format, and the

@@ -27,6 +27,8 @@ void EngineFlags::add(CLI::App* app, bool kv_flags) {
         ->capture_default_str();
     app->add_option("--max-context", opt.max_context, "tokens per sequence (default: the model's max_position_embeddings)");
     app->add_option("--kv-capacity", opt.kv_capacity, "tokens in the KV pool (default: automatic)");
+    app->add_flag("--allow-long-context", opt.allow_long_context,
+                  "allow --max-context beyond the model's max_position_embeddings (with a warning)");
     app->add_option("--memory-budget,--gpu-memory-budget", memory_budget,
                     "plan as if the device had this much memory (e.g. 24GiB), to emulate a smaller card");
   }

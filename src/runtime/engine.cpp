@@ -23,9 +23,16 @@ std::unique_ptr<Engine> Engine::create(const std::filesystem::path& dir, const E
   e->gen_config_ = load_generation_config(dir);
   if (opt.max_context < 0) fail("--max-context must be positive, got {}", opt.max_context);
   e->max_context_ = opt.max_context > 0 ? opt.max_context : c.max_position;
-  if (e->max_context_ > c.max_position && !opt.quiet) {
-    std::fprintf(stderr, "warning: --max-context %lld exceeds the model's max_position_embeddings %d\n",
-                 (long long)e->max_context_, c.max_position);
+  if (e->max_context_ > c.max_position) {
+    if (!opt.allow_long_context)
+      fail("--max-context {} exceeds max_position_embeddings {} of {}/config.json; pass --allow-long-context to run "
+           "past the context the model was trained for",
+           e->max_context_, c.max_position, dir.string());
+    if (!opt.quiet)
+      std::fprintf(stderr,
+                   "warning: --max-context %lld exceeds the model's max_position_embeddings %d "
+                   "(--allow-long-context): quality past the trained context is not guaranteed\n",
+                   (long long)e->max_context_, c.max_position);
   }
   e->backend_ = make_backend(*e->model_, opt.device, opt.kv_dtype, opt.threads, opt.quiet);
 

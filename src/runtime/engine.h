@@ -35,6 +35,9 @@ struct EngineOptions {
   int prefill_chunk = 512;      // prompt tokens per forward call
   uint64_t page_shuffle_seed = 0;  // tests: hand out physical pages in shuffled order
   bool quiet = false;           // no startup lines on stderr
+  // A max_context past the model's max_position_embeddings is an error unless this is set
+  // (--allow-long-context; then a warning names both numbers).
+  bool allow_long_context = false;
 };
 
 class KvFullError : public Error {

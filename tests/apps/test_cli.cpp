@@ -230,3 +230,24 @@ TEST(Cli, BenchMaxDepthFillsThePool) {
 
 }  // namespace
 }  // namespace ninfer
+
+namespace ninfer {
+namespace {
+
+// --max-context past max_position_embeddings (512 for stories260k) is refused naming both
+// numbers, and runs with --allow-long-context, with a warning naming both.
+TEST(Cli, MaxContextPastTrainedContextNeedsAllow) {
+  NINFER_REQUIRE_MODEL("stories260k");
+  const std::string m = "run -m " + test::model_dir("stories260k").string() + " -p Hi -n 2 --temp 0 --device cpu ";
+  std::string out;
+  int rc = test::run_command(ninfer_cmd(m + "--max-context 2048"), &out, true);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("--max-context 2048 exceeds max_position_embeddings 512"), std::string::npos) << out;
+  EXPECT_NE(out.find("--allow-long-context"), std::string::npos) << out;
+  rc = test::run_command(ninfer_cmd(m + "--max-context 2048 --allow-long-context"), &out, true);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("exceeds the model's max_position_embeddings 512"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace ninfer

@@ -13,7 +13,11 @@ std::filesystem::path shared_dir() {
   return NINFER_SHARED_DIR;
 }
 std::filesystem::path model_dir(const std::string& name) { return shared_dir() / "models" / name; }
-std::filesystem::path test_data_dir() { return NINFER_TEST_DATA; }
+std::filesystem::path test_data_dir() {
+  // NINFER_TEST_DATA (environment) overrides the build's path, for binaries run from another checkout.
+  if (const char* env = std::getenv("NINFER_TEST_DATA")) return env;
+  return NINFER_TEST_DATA;
+}
 std::filesystem::path ninfer_binary() { return NINFER_BIN; }
 bool have_shared() { return std::filesystem::exists(shared_dir() / "models"); }
 
