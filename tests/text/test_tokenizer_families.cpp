@@ -3,8 +3,10 @@
 // tokens). Every expected id list is worked out by hand below from the fixture's vocabulary and
 // merge ranks with the BPE rule (split into characters, byte-fallback unknown ones, then apply
 // the lowest-ranked merge present, leftmost first, until none applies); the Rust `tokenizers`
-// library (0.23) gives the same ids on these fixtures (tests/data/tokenizers/oracle.json,
-// produced on the GPU machine by tests/data/tokenizers/oracle.py, is checked in OracleAgrees).
+// library (0.23.2) gives the same ids on these fixtures: tests/data/tokenizers/oracle.json,
+// written on the GPU machine by tests/data/tokenizers/oracle.py, is checked in
+// TokenizerOracle.Agrees. (phi3-tiny's added tokens were renumbered 32000.. -> 23..27 after
+// that run, to the ids the library had given them; see make_fixtures.py.)
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -84,9 +86,9 @@ INSTANTIATE_TEST_SUITE_P(Layouts, Gemma, ::testing::Values("gemma2-tiny", "gemma
 
 // ---- Phi-3 ------------------------------------------------------------------------------
 // ids  0 <unk> 1 <s> 2 </s> 3 <0x0A> 4 <0x7A> 5 ▁ 6 H 7 e 8 l 9 o 10 w 11 r 12 d 13 ll 14 He
-//      15 Hell 16 Hello 17 ▁Hello 18 ▁w 19 or 20 ▁wor 21 ld 22 ▁world; 32000 <|endoftext|>
-//      32001 <|assistant|> 32006 <|system|> 32007 <|end|> 32010 <|user|> (rstrip: they take
-//      the whitespace after them)
+//      15 Hell 16 Hello 17 ▁Hello 18 ▁w 19 or 20 ▁wor 21 ld 22 ▁world; 23 <|endoftext|>
+//      24 <|assistant|> 25 <|system|> 26 <|end|> 27 <|user|> (rstrip: they take the
+//      whitespace after them; real Phi-3 numbers them 32000, 32001, 32006, 32007, 32010)
 // merges by rank: l+l, H+e, He+ll, Hell+o, ▁+Hello, ▁+w, o+r, ▁w+or, l+d, ▁wor+ld
 // Llama-2 layout: Prepend("▁") + Replace(" " -> "▁"), decoder Replace/ByteFallback/Fuse/Strip.
 
@@ -97,7 +99,7 @@ TEST(Phi3, Encode) {
   Tokenizer tok = load("phi3-tiny");
   EXPECT_EQ(tok.encode("Hello world"), (Ids{17, 22}));
   // Each segment between special tokens gets its own ▁; rstrip eats the "\n" after a marker.
-  EXPECT_EQ(tok.encode("<|user|>\nHello<|end|>\n<|assistant|>\n"), (Ids{32010, 17, 32007, 32001}));
+  EXPECT_EQ(tok.encode("<|user|>\nHello<|end|>\n<|assistant|>\n"), (Ids{27, 17, 26, 24}));
   // '\n' and 'z' only as byte tokens.
   EXPECT_EQ(tok.encode("Hello\nz"), (Ids{17, 3, 4}));
   // 'é' (C3 A9) has neither a token nor byte tokens: <unk>, not fused (fuse_unk false).
@@ -109,8 +111,8 @@ TEST(Phi3, Decode) {
   // Strip(" ", 1, 0) removes the ▁ the normalizer prepended.
   EXPECT_EQ(tok.decode(Ids{17, 22}), "Hello world");
   EXPECT_EQ(tok.decode(Ids{17, 3, 4}), "Hello\nz");
-  EXPECT_EQ(tok.decode(Ids{32010, 17, 32007}, true), "Hello");
-  EXPECT_EQ(tok.eos_id(), 32000);
+  EXPECT_EQ(tok.decode(Ids{27, 17, 26}, true), "Hello");
+  EXPECT_EQ(tok.eos_id(), 23);
 }
 
 // ---- Llama 3 ----------------------------------------------------------------------------

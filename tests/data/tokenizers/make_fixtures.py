@@ -81,10 +81,15 @@ PHI3_VOCAB = ["<unk>", "<s>", "</s>", "<0x0A>", "<0x7A>", SP, "H", "e", "l", "o"
 PHI3_MERGES = [("l", "l"), ("H", "e"), ("He", "ll"), ("Hell", "o"), (SP, "Hello"), (SP, "w"), ("o", "r"),
                (SP + "w", "or"), ("l", "d"), (SP + "wor", "ld")]
 phi3 = {"version": "1.0", "truncation": None, "padding": None,
+        # NOTE: real Phi-3 numbers these 32000, 32001, 32006, 32007, 32010 (right after its
+        # 32000-token vocabulary); here they follow this vocabulary's 23 tokens in the same
+        # order. The `tokenizers` library ignores an added token's "id" when the model
+        # vocabulary lacks the token and numbers it after the vocabulary, so only contiguous
+        # ids mean the same to it and to ninfer.
         "added_tokens": [added(0, "<unk>"), added(1, "<s>"), added(2, "</s>", rstrip=True),
-                         added(32000, "<|endoftext|>"), added(32001, "<|assistant|>", rstrip=True),
-                         added(32006, "<|system|>", rstrip=True), added(32007, "<|end|>", rstrip=True),
-                         added(32010, "<|user|>", rstrip=True)],
+                         added(23, "<|endoftext|>"), added(24, "<|assistant|>", rstrip=True),
+                         added(25, "<|system|>", rstrip=True), added(26, "<|end|>", rstrip=True),
+                         added(27, "<|user|>", rstrip=True)],
         "normalizer": {"type": "Sequence", "normalizers": [
             {"type": "Prepend", "prepend": SP},
             {"type": "Replace", "pattern": {"String": " "}, "content": SP}]},

@@ -34,15 +34,24 @@ def jinja2_render(c, source):
 
 
 def transformers_render(c, source):
-    from tokenizers import Tokenizer
-    from transformers import PreTrainedTokenizerFast
-    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_file(
-        os.path.join(HERE, "..", "..", "tokenizers", "llama3-tiny", "tokenizer.json")))
-    tok.bos_token = c["bos_token"] or None
-    tok.eos_token = c["eos_token"]
-    tok.chat_template = source
-    return tok.apply_chat_template(c["messages"], tools=c.get("tools"), tokenize=False,
-                                   add_generation_prompt=c["add_generation_prompt"], **c.get("kwargs", {}))
+    import transformers
+    kwargs = dict(c.get("kwargs", {}))
+    try:
+        from tokenizers import Tokenizer
+        from transformers import PreTrainedTokenizerFast
+        tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_file(
+            os.path.join(HERE, "..", "..", "tokenizers", "llama3-tiny", "tokenizer.json")))
+        tok.bos_token = c["bos_token"] or None
+        tok.eos_token = c["eos_token"]
+    except Exception as e:  # noqa: BLE001 (a transformers without the class: its renderer)
+        print("tokenizer path unavailable:", e)
+        from transformers.utils.chat_template_utils import render_jinja_template
+        out, _ = render_jinja_template(conversations=[c["messages"]], tools=c.get("tools"), chat_template=source,
+                                       add_generation_prompt=c["add_generation_prompt"],
+                                       bos_token=c["bos_token"], eos_token=c["eos_token"], **kwargs)
+        return out[0]
+    return tok.apply_chat_template(c["messages"], tools=c.get("tools"), tokenize=False, chat_template=source,
+                                   add_generation_prompt=c["add_generation_prompt"], **kwargs)
 
 
 def main():
