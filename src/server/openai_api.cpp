@@ -183,12 +183,6 @@ std::string message_content(const json& m, const std::string& where, bool may_be
 
 using ojson = nlohmann::ordered_json;
 
-const ojson& opath(const ojson& root, std::initializer_list<std::string> keys) {
-  const ojson* cur = &root;
-  for (const std::string& k : keys) cur = &cur->at(k);
-  return *cur;
-}
-
 // messages[i].tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}].
 ojson parse_tool_calls(const json& tc, const ojson& otc, const std::string& where) {
   if (!tc.is_array()) wrong_type(where, "an array", tc);
