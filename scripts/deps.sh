@@ -2,7 +2,7 @@
 # Installs the Debian packages ninfer's build and tests need (Debian 12). Idempotent.
 set -euo pipefail
 PKGS=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev nlohmann-json3-dev libfmt-dev
-      libcli11-dev libpcre2-dev libcpp-httplib-dev libssl-dev)
+      libcli11-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libssl-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -92,6 +92,19 @@ RegisterCommand reg_serve("serve", "OpenAI-compatible HTTP server with continuou
       sched.stop();  // fails in-flight requests, so their handler threads return
       srv.stop();
     });
+    {
+      // What a request that sets no sampling field gets (OpenAI's temperature 1 otherwise).
+      SamplingParams d;
+      d.temperature = 1.0f;
+      std::vector<std::string> taken = apply_sampling_defaults(
+          eng->generation_config().sampling,
+          SamplingKnobs{&d.temperature, &d.top_p, &d.top_k, &d.min_p, &d.repetition_penalty});
+      std::string list;
+      for (const std::string& t : taken) list += (list.empty() ? "" : ", ") + t;
+      if (!list.empty())
+        std::fprintf(stderr, "ninfer serve: sampling defaults from %s: %s (request fields override them)\n",
+                     eng->generation_config().sampling.file.c_str(), list.c_str());
+    }
     std::fprintf(stderr, "ninfer serve: model '%s', max concurrency %d, queue %d, listening on http://%s:%d\n",
                  c->so.model_name.c_str(), c->sched.max_concurrency, c->sched.max_queue, c->so.host.c_str(), port);
     srv.run();

@@ -166,9 +166,13 @@ void Engine::prefill(int32_t seq, std::span<const int32_t> tokens, std::vector<f
 }
 
 std::vector<int32_t> Engine::encode_chat(const std::vector<ChatMessage>& messages) const {
+  return encode_chat(messages, ChatOptions{});
+}
+
+std::vector<int32_t> Engine::encode_chat(const std::vector<ChatMessage>& messages, const ChatOptions& opts) const {
   const std::string& tmpl = tokenizer_->chat_template();
   if (tmpl.empty()) fail("{}: the model has no chat_template in tokenizer_config.json", model_->dir.string());
-  std::string text = render_chat_template(tmpl, messages, true, tokenizer_->bos_token(), tokenizer_->eos_token());
+  std::string text = render_chat_template(tmpl, messages, opts, tokenizer_->bos_token(), tokenizer_->eos_token());
   // A template written for another model emits special tokens this vocabulary lacks; they
   // would silently become plain text. Every "<|...|>" marker must be a known token.
   for (size_t i = text.find("<|"); i != std::string::npos; i = text.find("<|", i + 2)) {

@@ -117,6 +117,8 @@ class Engine {
 
   // Renders a chat through the model's template (with the generation prompt) and encodes it.
   std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages) const;
+  // With tools and template kwargs (enable_thinking, ...) passed to the chat template.
+  std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages, const ChatOptions& opts) const;
 
  private:
   Engine() = default;

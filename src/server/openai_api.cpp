@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "text/jinja_json.h"
+
 namespace ninfer::server {
 namespace {
 
@@ -103,6 +105,11 @@ void parse_common(const json& body, ApiRequest& r) {
     }
   }
   SamplingParams& s = r.sampling;
+  r.set_temperature = field(body, "temperature") != nullptr;
+  r.set_top_p = field(body, "top_p") != nullptr;
+  r.set_top_k = field(body, "top_k") != nullptr;
+  r.set_min_p = field(body, "min_p") != nullptr;
+  r.set_repetition_penalty = field(body, "repetition_penalty") != nullptr;
   // NOTE: OpenAI's defaults: temperature 1, top_p 1 (sampling), not the CLI's greedy.
   s.temperature = ranged(body, "temperature", 1.0f, 0.0, 2.0, "between 0 and 2");
   s.top_p = ranged(body, "top_p", 1.0f, 0.0, 1.0, "in (0, 1]");
@@ -174,6 +181,65 @@ std::string message_content(const json& m, const std::string& where, bool may_be
   return text;
 }
 
+using ojson = nlohmann::ordered_json;
+
+// messages[i].tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}].
+ojson parse_tool_calls(const json& tc, const ojson& otc, const std::string& where) {
+  if (!tc.is_array()) wrong_type(where, "an array", tc);
+  ojson out = ojson::array();
+  for (size_t j = 0; j < tc.size(); ++j) {
+    const std::string w = fmt::format("{}[{}]", where, j);
+    const json& c = tc[j];
+    if (!c.is_object()) wrong_type(w, "an object", c);
+    if (const json* id = field(c, "id"); id && !id->is_string()) wrong_type(w + ".id", "a string", *id);
+    if (const json* t = field(c, "type"); t && !(t->is_string() && *t == "function"))
+      bad(w + ".type", fmt::format("'{}.type' must be 'function'", w));
+    const json* f = field(c, "function");
+    if (!f) bad(w + ".function", fmt::format("'{}.function' is required", w), "missing_required_parameter");
+    if (!f->is_object()) wrong_type(w + ".function", "an object", *f);
+    const json* name = field(*f, "name");
+    if (!name || !name->is_string()) bad(w + ".function.name", fmt::format("'{}.function.name' must be a string", w));
+    ojson oc = otc[j];
+    if (const json* a = field(*f, "arguments")) {
+      if (a->is_string()) {
+        // NOTE: OpenAI sends arguments as JSON text; templates expect the object (vLLM parses it too).
+        ojson parsed = ojson::parse(a->get<std::string>(), nullptr, false);
+        if (parsed.is_discarded() || !parsed.is_object())
+          bad(w + ".function.arguments", fmt::format("'{}.function.arguments' must be a JSON object (as text or as an object)", w));
+        oc["function"]["arguments"] = std::move(parsed);
+      } else if (!a->is_object()) {
+        wrong_type(w + ".function.arguments", "a JSON object or a string holding one", *a);
+      }
+    } else {
+      oc["function"]["arguments"] = ojson::object();
+    }
+    out.push_back(std::move(oc));
+  }
+  return out;
+}
+
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?}}].
+void check_tools(const json& tools) {
+  if (!tools.is_array()) wrong_type("tools", "an array", tools);
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string w = fmt::format("tools[{}]", i);
+    const json& t = tools[i];
+    if (!t.is_object()) wrong_type(w, "an object", t);
+    const json* type = field(t, "type");
+    if (!type || !(type->is_string() && *type == "function"))
+      bad(w + ".type", fmt::format("'{}.type' must be 'function'", w));
+    const json* f = field(t, "function");
+    if (!f) bad(w + ".function", fmt::format("'{}.function' is required", w), "missing_required_parameter");
+    if (!f->is_object()) wrong_type(w + ".function", "an object", *f);
+    const json* name = field(*f, "name");
+    if (!name || !name->is_string()) bad(w + ".function.name", fmt::format("'{}.function.name' must be a string", w));
+    if (const json* d = field(*f, "description"); d && !d->is_string())
+      wrong_type(w + ".function.description", "a string", *d);
+    if (const json* p = field(*f, "parameters"); p && !p->is_object())
+      wrong_type(w + ".function.parameters", "an object (a JSON Schema)", *p);
+  }
+}
+
 }  // namespace
 
 json error_body(const ApiError& e) {
@@ -196,8 +262,11 @@ json parse_body(const std::string& text) {
   }
 }
 
-ApiRequest parse_chat_request(const json& body) {
+ApiRequest parse_chat_request(const json& body, const nlohmann::ordered_json* ordered) {
   if (!body.is_object()) bad("", fmt::format("the request body must be a JSON object, got {}", body.type_name()));
+  ojson sorted_copy;
+  if (!ordered) sorted_copy = ojson::parse(body.dump());
+  const ojson& ob = ordered ? *ordered : sorted_copy;
   ApiRequest r;
   r.endpoint = Endpoint::kChat;
   const json* msgs = field(body, "messages");
@@ -206,6 +275,7 @@ ApiRequest parse_chat_request(const json& body) {
   if (msgs->empty()) bad("messages", "'messages' must contain at least one message");
   for (size_t i = 0; i < msgs->size(); ++i) {
     const json& m = (*msgs)[i];
+    const ojson& om = ob.at("messages").at(i);
     const std::string where = fmt::format("messages[{}]", i);
     if (!m.is_object()) wrong_type(where, "an object", m);
     const json* role = field(m, "role");
@@ -213,19 +283,57 @@ ApiRequest parse_chat_request(const json& body) {
     if (!role->is_string()) wrong_type(where + ".role", "a string", *role);
     std::string rl = role->get<std::string>();
     if (rl == "developer") rl = "system";  // OpenAI's newer name for the system role
-    if (rl == "tool" || rl == "function")
-      unsupported(where + ".role", fmt::format("'{}.role' '{}' is not supported (no function calling)", where, rl));
-    if (rl != "system" && rl != "user" && rl != "assistant")
-      bad(where + ".role", fmt::format("'{}.role' must be one of system, developer, user, assistant; got '{}'", where, rl));
-    if (rl == "assistant") refuse_nonempty_array(m, "tool_calls");
-    r.messages.push_back({rl, message_content(m, where, rl == "assistant")});
+    if (rl == "function")
+      unsupported(where + ".role", fmt::format("'{}.role' 'function' (the deprecated function-calling API) is not supported; use 'tool'", where));
+    if (rl != "system" && rl != "user" && rl != "assistant" && rl != "tool")
+      bad(where + ".role", fmt::format("'{}.role' must be one of system, developer, user, assistant, tool; got '{}'", where, rl));
+    ojson fields = ojson::object();
+    bool calls = false;
+    if (rl == "assistant") {
+      if (const json* tc = field(m, "tool_calls"); tc && !(tc->is_array() && tc->empty())) {
+        fields["tool_calls"] = parse_tool_calls(*tc, om.at("tool_calls"), where + ".tool_calls");
+        calls = true;
+      }
+      if (const json* rc = field(m, "reasoning_content")) {
+        if (!rc->is_string()) wrong_type(where + ".reasoning_content", "a string", *rc);
+        fields["reasoning_content"] = rc->get<std::string>();
+      }
+    }
+    if (rl == "tool") {
+      if (const json* id = field(m, "tool_call_id")) {
+        if (!id->is_string()) wrong_type(where + ".tool_call_id", "a string", *id);
+        fields["tool_call_id"] = id->get<std::string>();
+      }
+    }
+    if (const json* nm = field(m, "name")) {
+      if (!nm->is_string()) wrong_type(where + ".name", "a string", *nm);
+      fields["name"] = nm->get<std::string>();
+    }
+    // NOTE: content may be null for an assistant turn (it only calls tools); templates get "".
+    Message msg{rl, message_content(m, where, rl == "assistant" || calls)};
+    if (!fields.empty()) msg.fields = jinja::from_json(fields);
+    r.messages.push_back(std::move(msg));
+  }
+  if (const json* tk = field(body, "chat_template_kwargs")) {
+    if (!tk->is_object()) wrong_type("chat_template_kwargs", "an object", *tk);
+    for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"})
+      if (tk->contains(reserved))
+        bad(fmt::format("chat_template_kwargs.{}", reserved),
+            fmt::format("'chat_template_kwargs.{}' cannot be set: the server sets '{}' itself", reserved, reserved));
+    r.chat_template_kwargs = jinja::from_json(ob.at("chat_template_kwargs"));
   }
   parse_common(body, r);
-  refuse_nonempty_array(body, "tools");
   refuse_nonempty_array(body, "functions");
+  bool tool_choice_none = false;
   if (const json* tc = field(body, "tool_choice")) {
     if (!(tc->is_string() && (*tc == "none" || *tc == "auto")))
-      unsupported("tool_choice", "'tool_choice' is not supported by this server (no function calling)");
+      unsupported("tool_choice", "'tool_choice' other than 'auto' or 'none' is not supported (no constrained decoding)");
+    tool_choice_none = *tc == "none";
+  }
+  if (const json* tools = field(body, "tools")) {
+    check_tools(*tools);
+    // NOTE: tool_choice "none": the model must not call tools, so it is not shown any.
+    if (!tools->empty() && !tool_choice_none) r.tools = jinja::from_json(ob.at("tools"));
   }
   if (const json* lp = field(body, "logprobs")) {
     if (!lp->is_boolean()) wrong_type("logprobs", "a boolean", *lp);

@@ -5,8 +5,14 @@
 //
 // Policy on fields: every field we implement is type- and range-checked; fields OpenAI has
 // and we do not implement are accepted at their default/neutral value and refused (400,
-// code "unsupported_parameter") otherwise (n > 1, logprobs, tools, response_format json, ...);
-// fields we do not know are ignored, as clients send vendor extensions.
+// code "unsupported_parameter") otherwise (n > 1, logprobs, tool_choice "required",
+// response_format json, ...); fields we do not know are ignored, as clients send vendor
+// extensions.
+// Tools: `tools`, assistant `tool_calls` (arguments given as a JSON string are parsed into an
+// object, as vLLM does), `tool` messages and `reasoning_content` go to the chat template,
+// which renders them; the reply is the model's text as is (no tool-call parser: a call comes
+// back inside `content`). `chat_template_kwargs` (vLLM's extension, e.g. enable_thinking)
+// become template variables.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -16,6 +22,7 @@
 #include <vector>
 
 #include "runtime/sampler.h"
+#include "text/jinja.h"
 
 namespace ninfer::server {
 
@@ -36,6 +43,7 @@ enum class Endpoint { kChat, kCompletion };
 
 struct Message {
   std::string role, content;
+  jinja::Value fields{};  // tool_calls, tool_call_id, name, reasoning_content (a dict), or undefined
 };
 
 // A checked request. The prompt is either chat messages (kChat), text or token ids
@@ -49,14 +57,21 @@ struct ApiRequest {
   int64_t max_tokens = -1;             // -1: up to the context limit
   SamplingParams sampling;
   bool seed_given = false;
+  // Which sampling fields the request set (the rest may come from generation_config.json).
+  bool set_temperature = false, set_top_p = false, set_top_k = false, set_min_p = false,
+       set_repetition_penalty = false;
+  jinja::Value tools{};                 // kChat: the tool list, undefined if none
+  jinja::Value chat_template_kwargs{};  // kChat: a dict, or undefined
   std::vector<std::string> stop;
   bool ignore_eos = false;
   bool stream = false;
   bool include_usage = false;
 };
 
-// Throw ApiError. `body` is the parsed JSON (any type: a non-object is refused).
-ApiRequest parse_chat_request(const json& body);
+// Throw ApiError. `body` is the parsed JSON (any type: a non-object is refused). `ordered`,
+// the same body parsed as ordered_json, gives tools / tool_calls / kwargs their key order
+// (templates print them with tojson); without it they come in sorted key order.
+ApiRequest parse_chat_request(const json& body, const nlohmann::ordered_json* ordered = nullptr);
 ApiRequest parse_completion_request(const json& body);
 // Parses the raw body text; malformed JSON is a 400 naming the position.
 json parse_body(const std::string& text);

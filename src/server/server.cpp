@@ -141,8 +141,15 @@ RequestParams Server::Impl::to_params(const ApiRequest& ar) {
     if (ar.endpoint == Endpoint::kChat) {
       std::vector<ChatMessage> msgs;
       msgs.reserve(ar.messages.size());
-      for (const Message& m : ar.messages) msgs.push_back(ChatMessage{m.role, m.content});
-      p.prompt = eng.encode_chat(msgs);
+      for (const Message& m : ar.messages) msgs.push_back(ChatMessage{m.role, m.content, m.fields});
+      ChatOptions copts;
+      copts.tools = ar.tools;
+      copts.kwargs = ar.chat_template_kwargs;
+      // A template that never reads `tools` would drop them silently: refuse instead.
+      if (!ar.tools.is_undefined() && !chat_template_mentions(eng.tokenizer().chat_template(), "tools"))
+        throw ApiError{400, "'tools' were given but this model's chat template does not use tools",
+                       "invalid_request_error", "tools", "unsupported_parameter"};
+      p.prompt = eng.encode_chat(msgs, copts);
     } else if (ar.prompt_text) {
       p.prompt = eng.tokenizer().encode(*ar.prompt_text, true);
     } else {
@@ -162,6 +169,12 @@ RequestParams Server::Impl::to_params(const ApiRequest& ar) {
                    "prompt", "invalid_value"};
   p.max_tokens = ar.max_tokens;
   p.sampling = ar.sampling;
+  // generation_config.json's sampling defaults for what the request left unset (vLLM's
+  // --generation-config auto); serve lists them at startup.
+  apply_sampling_defaults(eng.generation_config().sampling,
+                          SamplingKnobs{&p.sampling.temperature, &p.sampling.top_p, &p.sampling.top_k,
+                                        &p.sampling.min_p, &p.sampling.repetition_penalty, ar.set_temperature,
+                                        ar.set_top_p, ar.set_top_k, ar.set_min_p, ar.set_repetition_penalty});
   // NOTE: without a seed, sampled requests differ run to run, as OpenAI's do.
   if (!ar.seed_given) p.sampling.seed = random_u64();
   p.stop_strings = ar.stop;
@@ -194,7 +207,14 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   }
   try {
     json body = parse_body(req.body);
-    ApiRequest ar = ep == Endpoint::kChat ? parse_chat_request(body) : parse_completion_request(body);
+    ApiRequest ar;
+    if (ep == Endpoint::kChat) {
+      // The same text again in key order, for the tools / tool calls the template prints.
+      const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
+      ar = parse_chat_request(body, &ordered);
+    } else {
+      ar = parse_completion_request(body);
+    }
     RequestParams p = to_params(ar);
     const int n_prompt = int(p.prompt.size());
     RequestHandle h = submit(std::move(p), ep);

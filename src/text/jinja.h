@@ -10,7 +10,8 @@
 // ints, floats, true/false/none, lists, tuples, dicts); . and [] access, slices;
 // + - * / // % ** ~, comparisons, in / not in, and/or/not, `a if c else b`; filters and
 // tests listed in jinja_builtins.cpp; globals range, namespace, dict, raise_exception,
-// strftime_now; string and dict methods (strip, split, startswith, items, get, ...).
+// strftime_now; string, list and dict methods (strip, split, rsplit, startswith, index,
+// items, get, ...); {% macro %} (defaults, varargs/kwargs; no {% call %}).
 // Anything else (an unknown tag, filter, test, or an unsupported operation) is an Error
 // that names the construct and the template line.
 #pragma once

@@ -2,6 +2,7 @@
 // their Jinja2 / Python counterparts (transformers' tojson: json.dumps with
 // ensure_ascii=False). upper/lower/title/capitalize change ASCII letters only.
 #include <algorithm>
+#include <cctype>
 #include <ctime>
 
 #include "core/error.h"
@@ -122,6 +123,87 @@ List py_split(const std::string& s, const Value& sep, int64_t maxsplit) {
   }
   out.emplace_back(s.substr(pos));
   return out;
+}
+
+// Python str.rsplit: as split, but at most `maxsplit` splits counted from the right.
+List py_rsplit(const std::string& s, const Value& sep, int64_t maxsplit) {
+  if (maxsplit < 0) return py_split(s, sep, -1);
+  List out;
+  if (sep.is_undefined() || sep.is_none()) {
+    std::vector<std::pair<size_t, char32_t>> cps;  // (byte offset, code point)
+    for (size_t i = 0; i < s.size();) {
+      size_t at = i;
+      cps.emplace_back(at, utf8::next_codepoint(s, i));
+    }
+    size_t e = cps.size();
+    int64_t n = 0;
+    auto off = [&](size_t k) { return k < cps.size() ? cps[k].first : s.size(); };
+    while (e > 0 && is_py_space(cps[e - 1].second)) --e;
+    while (e > 0) {
+      if (n == maxsplit) {  // the rest, leading whitespace kept (as Python does)
+        out.emplace_back(s.substr(0, off(e)));
+        break;
+      }
+      size_t b = e;
+      while (b > 0 && !is_py_space(cps[b - 1].second)) --b;
+      out.emplace_back(s.substr(off(b), off(e) - off(b)));
+      ++n;
+      e = b;
+      while (e > 0 && is_py_space(cps[e - 1].second)) --e;
+    }
+    std::reverse(out.begin(), out.end());
+    return out;
+  }
+  const std::string& d = sep.as_string();
+  if (d.empty()) fail("chat template: rsplit() separator is empty");
+  size_t end = s.size();
+  int64_t n = 0;
+  while (n < maxsplit && end >= d.size()) {
+    size_t k = s.rfind(d, end - d.size());
+    if (k == std::string::npos) break;
+    out.emplace_back(s.substr(k + d.size(), end - k - d.size()));
+    end = k;
+    ++n;
+  }
+  out.emplace_back(s.substr(0, end));
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+// Python str.splitlines() (no keepends): \n, \r\n, \r and the other line boundaries.
+List py_splitlines(const std::string& s) {
+  List out;
+  std::string cur;
+  for (size_t i = 0; i < s.size();) {
+    size_t at = i;
+    char32_t c = utf8::next_codepoint(s, i);
+    bool brk = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D || c == 0x1E ||
+               c == 0x85 || c == 0x2028 || c == 0x2029;
+    if (!brk) {
+      cur.append(s, at, i - at);
+      continue;
+    }
+    if (c == '\r' && i < s.size() && s[i] == '\n') ++i;
+    out.emplace_back(std::move(cur));
+    cur.clear();
+  }
+  if (!cur.empty()) out.emplace_back(std::move(cur));
+  return out;
+}
+
+// Python str.isdigit / isalpha / ... on ASCII (non-ASCII code points count as letters for
+// isalpha/isalnum, which is right for the letters chat templates meet); false if empty.
+bool ascii_all(const std::string& s, int (*pred)(int), bool non_ascii_ok) {
+  if (s.empty()) return false;
+  for (char ch : s) {
+    auto u = static_cast<unsigned char>(ch);
+    if (u >= 0x80) {
+      if (!non_ascii_ok) return false;
+    } else if (!pred(u)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string replace_str(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
@@ -518,9 +600,40 @@ Value call_method(const Value& obj, const std::string& name, const std::vector<V
       }
       return Value(false);
     }
-    if (name == "split") {
+    if (name == "split" || name == "rsplit") {
       Value maxsplit = arg(args, kw, 1, "maxsplit", Value(-1));
-      return Value(py_split(s, arg(args, kw, 0, "sep"), maxsplit.as_int()));
+      if (maxsplit.type() != Value::Type::Int)
+        fail("chat template line {}: {}() maxsplit must be an integer, got '{}'", line, name, maxsplit.type_name());
+      Value sep = arg(args, kw, 0, "sep");
+      if (!sep.is_undefined() && !sep.is_none()) need_string(sep, name.c_str(), line);
+      return Value(name == "split" ? py_split(s, sep, maxsplit.as_int()) : py_rsplit(s, sep, maxsplit.as_int()));
+    }
+    if (name == "splitlines") return Value(py_splitlines(s));
+    if (name == "removeprefix" || name == "removesuffix") {
+      const std::string& x = need_string(arg(args, kw, 0, name == "removeprefix" ? "prefix" : "suffix"), name.c_str(), line);
+      if (name == "removeprefix") return Value(s.starts_with(x) ? s.substr(x.size()) : s);
+      return Value(s.ends_with(x) ? s.substr(0, s.size() - x.size()) : s);
+    }
+    if (name == "isdigit" || name == "isnumeric" || name == "isdecimal") return Value(ascii_all(s, ::isdigit, false));
+    if (name == "isalpha") return Value(ascii_all(s, ::isalpha, true));
+    if (name == "isalnum") return Value(ascii_all(s, ::isalnum, true));
+    if (name == "isspace") {
+      bool all = !s.empty();
+      for (size_t i = 0; i < s.size() && all;) all = is_py_space(utf8::next_codepoint(s, i));
+      return Value(all);
+    }
+    if (name == "islower" || name == "isupper") {
+      bool cased = false, ok = true;
+      for (char ch : s) {
+        auto u = static_cast<unsigned char>(ch);
+        if (std::isupper(u)) cased = true, ok = ok && name == "isupper";
+        if (std::islower(u)) cased = true, ok = ok && name == "islower";
+      }
+      return Value(cased && ok);
+    }
+    if (name == "rfind") {
+      size_t k = s.rfind(need_string(arg(args, kw, 0, "sub"), "rfind()", line));
+      return Value(k == std::string::npos ? int64_t(-1) : static_cast<int64_t>(k));
     }
     if (name == "replace") {
       Value count = arg(args, kw, 2, "count", Value(-1));
@@ -544,6 +657,21 @@ Value call_method(const Value& obj, const std::string& name, const std::vector<V
       const std::string& sub = need_string(arg(args, kw, 0, "sub"), "count()", line);
       int64_t n = 0;
       for (size_t k = s.find(sub); !sub.empty() && k != std::string::npos; k = s.find(sub, k + sub.size())) ++n;
+      return Value(n);
+    }
+  } else if (obj.is_list()) {
+    // NOTE: no append/extend/pop: transformers renders in Jinja2's ImmutableSandboxedEnvironment,
+    // which refuses methods that modify a list, so a template that calls them fails there too.
+    const List& l = obj.as_list();
+    if (name == "index" || name == "count") {
+      Value x = arg(args, kw, 0, "value");
+      int64_t n = 0;
+      for (size_t k = 0; k < l.size(); ++k) {
+        if (!(l[k] == x)) continue;
+        if (name == "index") return Value(static_cast<int64_t>(k));
+        ++n;
+      }
+      if (name == "index") fail("chat template line {}: {} is not in list", line, x.repr());
       return Value(n);
     }
   } else if (obj.is_dict()) {

@@ -1,5 +1,6 @@
 // Jinja evaluator: expression and statement semantics (Python-like, as Jinja2 has them),
 // variable scopes, and Template::parse/render.
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -443,6 +444,44 @@ void SetBlockNode::render(Context& ctx, std::string&) const {
   std::string captured;
   render_body(body, ctx, captured);
   ctx.set(name, Value(std::move(captured)));
+}
+
+void MacroNode::render(Context& ctx, std::string&) const {
+  // NOTE: the function holds a pointer to this render's Context; it is only reachable
+  // through that context's variables, so it cannot be called after the render ends.
+  Context* c = &ctx;
+  ctx.set(name, Value::function([this, c](const std::vector<Value>& args, const Kwargs& kwargs) {
+    ScopeGuard g(*c);
+    List varargs;
+    for (size_t k = params.size(); k < args.size(); ++k) varargs.push_back(args[k]);
+    Value extra = Value::dict();
+    std::vector<bool> bound(params.size(), false);
+    for (size_t k = 0; k < params.size() && k < args.size(); ++k) {
+      c->set(params[k].first, args[k]);
+      bound[k] = true;
+    }
+    for (const auto& [key, v] : kwargs) {
+      auto it = std::find_if(params.begin(), params.end(), [&](const auto& p) { return p.first == key; });
+      if (it == params.end()) {
+        extra.set(key, v);
+        continue;
+      }
+      size_t k = static_cast<size_t>(it - params.begin());
+      if (bound[k]) fail("chat template line {}: macro '{}' got multiple values for argument '{}'", line, name, key);
+      c->set(key, v);
+      bound[k] = true;
+    }
+    for (size_t k = 0; k < params.size(); ++k) {
+      if (bound[k]) continue;
+      // A parameter without a default that the call leaves out is undefined, as in Jinja2.
+      c->set(params[k].first, params[k].second ? params[k].second->eval(*c) : Value());
+    }
+    c->set("varargs", Value(std::move(varargs)));
+    c->set("kwargs", extra);
+    std::string text;
+    render_body(body, *c, text);
+    return Value(std::move(text));
+  }));
 }
 
 // ---- Template ---------------------------------------------------------------------------

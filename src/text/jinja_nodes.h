@@ -126,6 +126,17 @@ struct LoopControlNode : Node {
   void render(Context&, std::string&) const override { throw LoopControl{is_break}; }
 };
 
+// {% macro name(a, b=default) %}...{% endmacro %}: rendering the node binds `name` to a
+// function that renders the body with the arguments bound (defaults evaluated at call
+// time, as Jinja2 does) and returns the text. Extra positional / keyword arguments land in
+// `varargs` / `kwargs`, as in Jinja2.
+struct MacroNode : Node {
+  std::string name;
+  std::vector<std::pair<std::string, ExprPtr>> params;  // default may be null
+  Body body;
+  void render(Context& ctx, std::string& out) const override;
+};
+
 struct BodyNode : Node {  // {% generation %} ... {% endgeneration %}
   Body body;
   void render(Context& ctx, std::string& out) const override {

@@ -138,9 +138,43 @@ class Parser {
       end_tag(which);
       return n;
     }
-    static const std::set<std::string> known_ends = {"endif", "endfor", "endset", "else", "elif", "endgeneration"};
+    if (tag == "macro") return parse_macro(line);
+    if (tag == "call") fail("chat template line {}: unsupported tag 'call' ({{% call %}} blocks are not implemented)", line);
+    static const std::set<std::string> known_ends = {"endif", "endfor", "endset", "else", "elif", "endgeneration",
+                                                     "endmacro"};
     if (known_ends.count(tag)) fail("chat template line {}: unexpected '{{% {} %}}'", line, tag);
     fail("chat template line {}: unsupported tag '{}'", line, tag);
+  }
+
+  NodePtr parse_macro(int line) {
+    auto n = make<MacroNode>(line);
+    n->name = expect_name("a macro name");
+    expect_op("(");
+    bool seen_default = false;
+    while (!is_op(")")) {
+      std::string p = expect_name("a macro parameter name");
+      ExprPtr dflt;
+      if (is_op("=")) {
+        ++i_;
+        dflt = parse_expr();
+        seen_default = true;
+      } else if (seen_default) {
+        error(fmt::format("macro '{}': parameter '{}' without a default follows one with a default", n->name, p));
+      }
+      n->params.emplace_back(std::move(p), std::move(dflt));
+      if (!is_op(",")) break;
+      ++i_;
+    }
+    expect_op(")");
+    end_tag("macro");
+    std::string which;
+    // NOTE: break/continue inside a macro body do not reach a loop around the call.
+    int saved_depth = loop_depth_;
+    loop_depth_ = 0;
+    n->body = parse_body({"endmacro"}, &which);
+    loop_depth_ = saved_depth;
+    end_tag("endmacro");
+    return n;
   }
 
   NodePtr parse_if(int line) {

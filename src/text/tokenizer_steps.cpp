@@ -3,6 +3,9 @@
 #include "text/tokenizer_steps.h"
 
 #include <algorithm>
+#include <cstdlib>
+
+#include <utf8proc.h>
 
 #include "core/error.h"
 #include "text/byte_level.h"
@@ -47,6 +50,30 @@ std::shared_ptr<const Regex> parse_pattern(const json& j, bool multiline, std::s
 
 }  // namespace
 
+std::string unicode_normalize(std::string_view s, Normalizer::Form form) {
+  // NOTE: utf8proc implements the Unicode normalization forms as the Rust
+  // unicode-normalization crate (which tokenizers uses) does: canonical (or compatibility)
+  // decomposition, canonical reordering, then composition for NFC/NFKC. Text that is
+  // already in the form comes back byte for byte. The input is valid UTF-8 (encode()
+  // checks it first); an explicit length lets NUL bytes through as U+0000.
+  if (s.empty()) return {};
+  int opts = UTF8PROC_STABLE;
+  switch (form) {
+    case Normalizer::Form::NFC: opts |= UTF8PROC_COMPOSE; break;
+    case Normalizer::Form::NFD: opts |= UTF8PROC_DECOMPOSE; break;
+    case Normalizer::Form::NFKC: opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
+    case Normalizer::Form::NFKD: opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+  }
+  utf8proc_uint8_t* out = nullptr;
+  utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
+                                    static_cast<utf8proc_ssize_t>(s.size()), &out,
+                                    static_cast<utf8proc_option_t>(opts));
+  if (n < 0) fail("tokenizer normalizer: Unicode normalization failed: {}", utf8proc_errmsg(n));
+  std::string r(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+  std::free(out);
+  return r;
+}
+
 // ---- Normalizer -------------------------------------------------------------------------
 
 Normalizer Normalizer::parse(const json& j, std::string_view what) {
@@ -74,10 +101,10 @@ void Normalizer::add(const json& j, std::string_view what) {
     s.left = get_or<bool>(j, "strip_left", true);
     s.right = get_or<bool>(j, "strip_right", true);
     steps_.push_back(std::move(s));
-  } else if (type == "NFC") {
-    // NOTE: NFC is accepted as the identity. That is exact for text already in NFC (nearly
-    // all text, and all text whose code points are < U+0300); composing decomposed input
-    // would need the Unicode composition tables, which this build does not carry.
+  } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+    Step s{Kind::Unicode};
+    s.form = type == "NFC" ? Form::NFC : type == "NFD" ? Form::NFD : type == "NFKC" ? Form::NFKC : Form::NFKD;
+    steps_.push_back(std::move(s));
   } else {
     fail("{}: unsupported normalizer type '{}'", what, type);
   }
@@ -91,6 +118,9 @@ std::string Normalizer::apply(std::string s) const {
         break;
       case Kind::Prepend:
         if (!s.empty()) s = st.content + s;
+        break;
+      case Kind::Unicode:
+        s = unicode_normalize(s, st.form);
         break;
       case Kind::Strip: {
         // Unicode White_Space in the ASCII/Latin-1 range covers what Rust's trim() sees in

@@ -1,7 +1,8 @@
 // Internal to src/text: the pipeline stages of a Hugging Face tokenizer.json besides the
 // model, each parsed from its JSON object and applied the way the Rust `tokenizers` crate
 // applies it.
-//   Normalizer     text -> text              Sequence, Replace, Prepend, Strip, NFC
+//   Normalizer     text -> text              Sequence, Replace, Prepend, Strip,
+//                                            NFC, NFD, NFKC, NFKD (utf8proc)
 //   PreTokenizer   text -> pieces            Sequence, Split, ByteLevel, Metaspace, Digits
 //   Decoder        token strings -> text     Sequence, ByteLevel, Replace, ByteFallback,
 //                                            Fuse, Strip, Metaspace
@@ -28,14 +29,16 @@ class Normalizer {
   // j is tokenizer.json's "normalizer" (null = none). `what` names the file.
   static Normalizer parse(const json& j, std::string_view what);
   std::string apply(std::string s) const;
+  enum class Form { NFC, NFD, NFKC, NFKD };
 
  private:
-  enum class Kind { Replace, Prepend, Strip };
+  enum class Kind { Replace, Prepend, Strip, Unicode };
   struct Step {
     Kind kind;
     std::shared_ptr<const Regex> re{};
     std::string content{};
     bool left = false, right = false;
+    Form form = Form::NFC;  // Unicode
   };
   void add(const json& j, std::string_view what);
   std::vector<Step> steps_;
@@ -47,6 +50,9 @@ struct Piece {
   std::string text;
   bool at_origin = false;
 };
+
+// Unicode normalization of valid UTF-8 text (Throws Error if utf8proc refuses it).
+std::string unicode_normalize(std::string_view s, Normalizer::Form form);
 
 class PreTokenizer {
  public:

@@ -135,6 +135,37 @@ TEST(Cli, MalformedInputsGiveClearErrors) {
   for (const fs::path& p : {trunc, badjson, arch, shape, special}) fs::remove_all(p);
 }
 
+TEST(Cli, GenerationConfigDefaultsAndThinkingFlag) {
+  NINFER_REQUIRE_MODEL("ref-qwen3-d256");
+  const std::string m = "ref-qwen3-d256";
+  fs::path sampled = broken_model(m, "sampled", [](const fs::path& d) {
+    std::ofstream(d / "generation_config.json")
+        << R"({"do_sample": true, "temperature": 0.6, "top_k": 20, "eos_token_id": [2, 0]})";
+    // The reference template plus Qwen3's enable_thinking switch.
+    auto cfg = nlohmann::json::parse(read_file(d / "tokenizer_config.json"));
+    cfg["chat_template"] = cfg["chat_template"].get<std::string>() +
+                           "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}";
+    std::ofstream(d / "tokenizer_config.json") << cfg.dump();
+  });
+  std::string out;
+  ASSERT_EQ(test::run_command(ninfer_cmd("run -m " + sampled.string() + " -p hi -n 2 --seed 1 2>&1 >/dev/null"), &out), 0) << out;
+  EXPECT_NE(out.find("sampling defaults from " + (sampled / "generation_config.json").string() +
+                     ": temperature=0.6, top_k=20"), std::string::npos) << out;
+  // An explicit flag wins and is not reported as a default.
+  ASSERT_EQ(test::run_command(ninfer_cmd("run -m " + sampled.string() + " -p hi -n 2 --temp 0 2>&1 >/dev/null"), &out), 0) << out;
+  EXPECT_NE(out.find(": top_k=20 (flags override them)"), std::string::npos) << out;
+  ASSERT_EQ(test::run_command(ninfer_cmd("run -m " + sampled.string() + " --chat -p hi -n 1 --temp 0 --no-enable-thinking 2>&1"), &out), 0) << out;
+  // The reference model's template does not read enable_thinking: an error, not ignored.
+  expect_cli_error("run -m " + test::model_dir(m).string() + " --chat -p hi --enable-thinking",
+                   "does not read enable_thinking");
+  expect_cli_error("run -m " + test::model_dir(m).string() + " -p hi --enable-thinking", "--chat");
+  fs::path bad = broken_model(m, "badgen", [](const fs::path& d) {
+    std::ofstream(d / "generation_config.json") << R"({"top_p": "high"})";
+  });
+  expect_cli_error("run -m " + bad.string() + " -p hi", "generation_config.json: \"top_p\" must be a number");
+  for (const fs::path& p : {sampled, bad}) fs::remove_all(p);
+}
+
 TEST(Cli, KvPlanPrintsHandComputedCapacity) {
   // kv-plan reads only config.json: put the Llama-3-8B fixture into a directory.
   fs::path d = fs::temp_directory_path() / ("ninfer_plan_" + std::to_string(::getpid()));

@@ -112,7 +112,7 @@ TEST(OpenAiApi, MessagesErrorsNameTheField) {
          {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "image_url"}, {"image_url", {{"url", "x"}}}}}}}}}});
   EXPECT_EQ(img.param, "messages[0].content[1].type");
   EXPECT_EQ(img.code, "unsupported_parameter");
-  EXPECT_EQ(chat_error(json{{"messages", {{{"role", "tool"}, {"content", "x"}}}}}).code, "unsupported_parameter");
+  EXPECT_EQ(chat_error(json{{"messages", {{{"role", "function"}, {"content", "x"}}}}}).code, "unsupported_parameter");
   EXPECT_EQ(chat_error(json::array()).status, 400);
 }
 
@@ -162,7 +162,6 @@ TEST(OpenAiApi, UnsupportedOnlyAtNonDefaultValues) {
       {{{"n", 2}}, "n"},
       {{{"logprobs", true}}, "logprobs"},
       {{{"top_logprobs", 3}}, "top_logprobs"},
-      {{{"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}}, "tools"},
       {{{"functions", {{{"name", "f"}}}}}, "functions"},
       {{{"tool_choice", "required"}}, "tool_choice"},
       {{{"response_format", {{"type", "json_object"}}}}, "response_format"},
@@ -244,6 +243,68 @@ TEST(OpenAiApi, ResponseShapes) {
   EXPECT_TRUE(e["error"]["param"].is_null());
   EXPECT_TRUE(e["error"]["code"].is_null());
   EXPECT_EQ(e["error"]["message"], "bad");
+}
+
+TEST(OpenAiApi, ToolsToolCallsAndTemplateKwargs) {
+  const char* text = R"J({"messages": [
+      {"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": null, "reasoning_content": "Call the tool.",
+       "tool_calls": [{"id": "call12345", "type": "function",
+                       "function": {"name": "get_weather", "arguments": "{\"unit\": \"c\", \"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call12345", "name": "get_weather", "content": "21"}],
+    "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}],
+    "chat_template_kwargs": {"enable_thinking": false}, "top_k": 5})J";
+  json body = json::parse(text);
+  nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+  ApiRequest r = parse_chat_request(body, &ordered);
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[1].content, "");  // null content of a tool-calling turn
+  // The arguments text became an object, its key order kept.
+  EXPECT_EQ(r.messages[1].fields.get("tool_calls").to_json(),
+            R"([{"id": "call12345", "type": "function", "function": {"name": "get_weather", "arguments": {"unit": "c", "city": "Paris"}}}])");
+  EXPECT_EQ(r.messages[1].fields.get("reasoning_content").str(), "Call the tool.");
+  EXPECT_EQ(r.messages[2].role, "tool");
+  EXPECT_EQ(r.messages[2].fields.get("tool_call_id").str(), "call12345");
+  EXPECT_EQ(r.messages[2].fields.get("name").str(), "get_weather");
+  EXPECT_EQ(r.tools.to_json(), R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}])");
+  EXPECT_EQ(r.chat_template_kwargs.get("enable_thinking").str(), "False");
+  EXPECT_TRUE(r.set_top_k);
+  EXPECT_FALSE(r.set_temperature);
+  // tool_choice "none": no tools reach the template; an empty list is no tools.
+  body["tool_choice"] = "none";
+  EXPECT_TRUE(parse_chat_request(body).tools.is_undefined());
+  EXPECT_TRUE(parse_chat_request(chat({{"tools", json::array()}})).tools.is_undefined());
+}
+
+TEST(OpenAiApi, ToolFieldErrorsNameTheField) {
+  json call = {{"role", "assistant"}, {"content", nullptr},
+               {"tool_calls", {{{"id", "a"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{not json"}}}}}}};
+  json user = {{"role", "user"}, {"content", "x"}};
+  struct Case {
+    json body;
+    const char* param;
+  } cases[] = {
+      {{{"messages", {user, call}}}, "messages[1].tool_calls[0].function.arguments"},
+      {{{"messages", {user, {{"role", "assistant"}, {"tool_calls", {{{"function", {{"arguments", "{}"}}}}}}}}}},
+       "messages[1].tool_calls[0].function.name"},
+      {{{"messages", {user, {{"role", "assistant"}, {"tool_calls", "f"}}}}}, "messages[1].tool_calls"},
+      {{{"messages", {user, {{"role", "tool"}, {"tool_call_id", 7}, {"content", "x"}}}}}, "messages[1].tool_call_id"},
+      {{{"messages", {user, {{"role", "tool"}}}}}, "messages[1].content"},
+      {{{"messages", {user}}, {"tools", {{{"type", "retrieval"}}}}}, "tools[0].type"},
+      {{{"messages", {user}}, {"tools", {{{"type", "function"}, {"function", {{"description", "d"}}}}}}}, "tools[0].function.name"},
+      {{{"messages", {user}}, {"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", "x"}}}}}}},
+       "tools[0].function.parameters"},
+      {{{"messages", {user}}, {"tools", "f"}}, "tools"},
+      {{{"messages", {user}}, {"chat_template_kwargs", "x"}}, "chat_template_kwargs"},
+      {{{"messages", {user}}, {"chat_template_kwargs", {{"messages", json::array()}}}}, "chat_template_kwargs.messages"},
+      {{{"messages", {user}}, {"tool_choice", "required"}}, "tool_choice"},
+  };
+  for (const Case& c : cases) {
+    ApiError e = chat_error(c.body);
+    EXPECT_EQ(e.status, 400) << c.body.dump();
+    EXPECT_EQ(e.param, c.param) << c.body.dump() << ": " << e.message;
+    EXPECT_NE(e.message.find(c.param), std::string::npos) << e.message;
+  }
 }
 
 }  // namespace

@@ -158,6 +158,38 @@ y)J"},
     {"method_chains",
      R"J({{ '<think>\nA\n</think>\n\nB'.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') }}|{{ ('x' ~ 'y').upper() }}|{{ (items | length - 1) - 1 }}|{{ messages[::-1][0].role }}|{% for m in messages if m.content is string and 'ell' in m.content %}{{ m.role }}{% endfor %})J",
      R"J(A|XY|1|assistant|assistant)J"},
+    {"macro_defaults_and_kwargs",
+     R"J({% macro tag(name, body='-', close=true) %}<{{ name }}>{{ body }}{% if close %}</{{ name }}>{% endif %}{% endmacro %}{{ tag('a') }}|{{ tag('b', 'x') }}|{{ tag('c', close=false) }}|{{ tag(body='y', name='d') }})J",
+     R"J(<a>-</a>|<b>x</b>|<c>-|<d>y</d>)J"},
+    {"macro_recursive_and_set",
+     R"J({% macro render(v) %}{% if v is mapping %}{{ '{' }}{% for k, x in v|items %}{{ k }}:{{ render(x) }}{% if not loop.last %},{% endif %}{% endfor %}{{ '}' }}{% elif v is sequence and v is not string %}[{% for x in v %}{{ render(x) }}{% endfor %}]{% else %}{{ v }}{% endif %}{% endmacro %}{% set out = render(tools[0]) %}{{ out | length }} {{ out }})J",
+     R"J(71 {name:get_weather,parameters:{city:{type:string}},ok:True,w:1.5,n:None})J"},
+    {"macro_whitespace_control",
+     R"J({%- macro line(m) -%}
+    {{- m.role | upper }}: {{ m.content }}
+{% endmacro -%}
+{%- for m in messages %}
+{{- line(m) }}
+{%- endfor %})J",
+     R"J(SYSTEM: Be brief.
+USER: Hi
+ASSISTANT: Hello!
+)J"},
+    {"macro_sees_outer_and_missing_arg",
+     R"J({% set greeting = 'Hey' %}{% macro hi(who, extra) %}{{ greeting }} {{ who }}{{ extra is defined }}{% endmacro %}{{ hi(name) }} {{ hi('x', 1) }})J",
+     R"J(Hey WorldFalse Hey xTrue)J"},
+    {"macro_varargs_kwargs",
+     R"J({% macro m(a) %}{{ a }}/{{ varargs | length }}{{ varargs[1] }}/{{ kwargs }}{% endmacro %}{{ m(1, 2, 3, k='v') }})J",
+     R"J(1/23/{'k': 'v'})J"},
+    {"str_rsplit",
+     R"J({{ 'a,b,c,d'.rsplit(',', 1) }} {{ 'a,b,c'.rsplit(',') }} {{ '  a  b c '.rsplit(None, 1) }} {{ 'a b  c'.rsplit() }} {{ 'x</think>y</think>z'.rsplit('</think>', 1)[-1] }} {{ ''.rsplit(',') }} {{ 'abc'.rsplit('abc') }})J",
+     R"J(['a,b,c', 'd'] ['a', 'b', 'c'] ['  a  b', 'c'] ['a', 'b', 'c'] z [''] ['', ''])J"},
+    {"str_methods_more",
+     R"J({{ 'a\nb\r\nc\n'.splitlines() }} {{ 'prefix-x'.removeprefix('prefix-') }} {{ 'x.json'.removesuffix('.json') }} {{ '123'.isdigit() }} {{ '12a'.isdigit() }} {{ 'abc'.isalpha() }} {{ ' \t'.isspace() }} {{ 'ABC'.isupper() }} {{ 'abC'.islower() }} {{ 'a-b-c'.rfind('-') }} {{ items.index('b') }} {{ nums.count(1) }})J",
+     R"J(['a', 'b', 'c'] x x True False True True True False 3 1 1)J"},
+    {"test_false_true",
+     R"J({{ flag is true }} {{ flag is false }} {{ nothing is false }} {{ 0 is false }} {% if enable_thinking is defined and enable_thinking is false %}no{% else %}think{% endif %})J",
+     R"J(True False False False think)J"},
 };
 
 class JinjaConstructs : public ::testing::TestWithParam<Case> {};

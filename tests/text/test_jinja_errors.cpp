@@ -24,7 +24,11 @@ struct ErrorCase {
 };
 
 const ErrorCase kErrors[] = {
-    {"unknown_tag", "a\n{% macro foo() %}{% endmacro %}", {"unsupported tag 'macro'", "line 2"}},
+    {"unknown_tag", "a\n{% call foo() %}{% endcall %}", {"unsupported tag 'call'", "line 2"}},
+    {"unknown_tag_filter_block", "a\n{% filter upper %}x{% endfilter %}", {"unsupported tag 'filter'", "line 2"}},
+    {"macro_default_order", "{% macro m(a=1, b) %}{% endmacro %}", {"parameter 'b' without a default", "line 1"}},
+    {"endmacro_with_name", "{% macro m() %}{% endmacro m %}", {"unexpected 'm' in '{% endmacro %}' tag"}},
+    {"unclosed_macro", "{% macro m() %}x", {"'{% endmacro %}'"}},
     {"unknown_filter", "{{ x | frobnicate }}", {"unknown filter 'frobnicate'", "line 1"}},
     {"unknown_filter_in_dead_branch", "{% if false %}{{ x | nope }}{% endif %}", {"unknown filter 'nope'"}},
     {"unknown_test", "{% if x is shiny %}{% endif %}", {"unknown test 'shiny'"}},

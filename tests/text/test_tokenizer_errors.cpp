@@ -78,8 +78,8 @@ TEST_F(TokenizerErrors, MalformedMerge) {
 }
 
 TEST_F(TokenizerErrors, UnsupportedNormalizer) {
-  write("tokenizer.json", tokenizer(R"("normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKD"}]})"));
-  EXPECT_ERROR_HAS(load_error(), "tokenizer.json", "unsupported normalizer type 'NFKD'");
+  write("tokenizer.json", tokenizer(R"("normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKD"}, {"type": "Precompiled"}]})"));
+  EXPECT_ERROR_HAS(load_error(), "tokenizer.json", "unsupported normalizer type 'Precompiled'");
 }
 
 TEST_F(TokenizerErrors, UnsupportedPreTokenizer) {
