@@ -8,7 +8,7 @@
 set -euo pipefail
 PKGS=(libfmt-dev libfmt9 nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev googletest libpcre2-dev
       libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libcpp-httplib-dev libcpp-httplib0.11 libssl-dev
-      libssl3 libbrotli-dev libbrotli1 zlib1g-dev pkgconf pkgconf-bin libpkgconf3)
+      libssl3 libbrotli-dev libbrotli1 zlib1g-dev pkgconf pkgconf-bin libpkgconf3 libutf8proc-dev libutf8proc2)
 debs=$(mktemp -d)
 stage=$(mktemp -d)
 trap 'rm -rf "$debs" "$stage"' EXIT

@@ -457,15 +457,15 @@ class CudaBackend final : public Backend, private LayerOps {
     } else {
       float* tmp = tmp_.as<float>();
       if (gemv) {
-        cuda::launch_gemv_bf16(m.ptr(), act, tmp, 2 * rows, m.n, m.k, false, stream_);
+        cuda::launch_gemv_bf16(m.ptr(), act, tmp, 2 * rows, m.n, m.k, false, stream_, alpha);
       } else {
-        NINFER_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m.n, 2 * rows, m.k, &one, m.ptr(),
+        // alpha scales both halves before the epilogue sums them (no bias with alpha: checked above)
+        NINFER_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m.n, 2 * rows, m.k, &alpha, m.ptr(),
                                          CUDA_R_16BF, m.k, act, CUDA_R_16BF, m.k, &zero, tmp, CUDA_R_32F, m.n,
                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       }
       cuda::launch_gemm_epilogue(tmp, 2, dst, bias.bytes() ? bias.as<float>() : nullptr, rows, m.n, accumulate,
                                  stream_);
-      NINFER_CHECK(alpha == 1.0f, "split GEMM mode with a scaled projection is not implemented");
     }
   }
 
