@@ -1,6 +1,9 @@
 #include "runtime/engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "core/error.h"
@@ -153,10 +156,28 @@ void Engine::prefill(int32_t seq, std::span<const int32_t> tokens, std::vector<f
   const size_t vocab = size_t(config().vocab);
   std::vector<float> part;
   if (all_logits) logits.clear();
+  // Long prompts report progress on stderr (tokens done, tokens/s, ETA) about once a second:
+  // on a terminal one line rewritten in place, otherwise a line each.
+  const bool progress = !opt_.quiet && tokens.size() >= opt_.progress_tokens;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last = t0;
   for (size_t i = 0; i < tokens.size(); i += chunk) {
     const size_t n = std::min(chunk, tokens.size() - i);
     StepItem item{seq, tokens.subspan(i, n), all_logits};
     step({&item, 1}, part);
+    if (progress) {
+      const auto now = std::chrono::steady_clock::now();
+      const bool done = i + n == tokens.size();
+      if (done || now - last >= std::chrono::seconds(1)) {
+        last = now;
+        const double s = std::chrono::duration<double>(now - t0).count(), tps = double(i + n) / s;
+        const bool tty = isatty(2);
+        std::fprintf(stderr, "%sprefill %zu/%zu tokens | %.0f tokens/s | %s %.1f s%s", tty ? "\r" : "", i + n,
+                     tokens.size(), tps, done ? "took" : "ETA", done ? s : double(tokens.size() - i - n) / tps,
+                     tty && !done ? "" : "\n");
+        std::fflush(stderr);
+      }
+    }
     if (all_logits) {
       logits.insert(logits.end(), part.begin(), part.end());
     } else if (i + n == tokens.size()) {

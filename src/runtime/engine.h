@@ -38,6 +38,7 @@ struct EngineOptions {
   // A max_context past the model's max_position_embeddings is an error unless this is set
   // (--allow-long-context; then a warning names both numbers).
   bool allow_long_context = false;
+  size_t progress_tokens = 8192;  // prompts this long show prefill progress on stderr
 };
 
 class KvFullError : public Error {
@@ -100,7 +101,8 @@ class Engine {
   // sequence would exceed max_context.
   void step(std::span<const StepItem> items, std::vector<float>& logits);
   // Feeds a prompt in chunks of prefill_chunk; returns the last token's logits (or all rows
-  // when all_logits).
+  // when all_logits). Prompts of EngineOptions::progress_tokens or more print progress on
+  // stderr (unless quiet).
   void prefill(int32_t seq, std::span<const int32_t> tokens, std::vector<float>& logits,
                bool all_logits = false);
 

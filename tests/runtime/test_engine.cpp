@@ -165,3 +165,35 @@ TEST(EnginePaged, ExtendByRepeatingGrowsWithRepeatedPages) {
 
 }  // namespace
 }  // namespace ninfer
+
+namespace ninfer {
+namespace {
+
+// A prompt of progress_tokens or more reports prefill progress on stderr, ending with the
+// total and the time taken; a shorter one prints nothing.
+TEST(EngineProgress, LongPromptsReportProgress) {
+  NINFER_REQUIRE_MODEL("stories260k");
+  EngineOptions o;
+  o.device = "cpu";
+  o.kv_dtype = "bf16";
+  o.max_context = 512;
+  o.prefill_chunk = 64;
+  o.progress_tokens = 256;
+  auto e = Engine::create(test::model_dir("stories260k"), o);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 300; ++i) prompt.push_back(int32_t(3 + i % 400));
+  std::vector<float> logits;
+  const int32_t s = e->new_sequence();
+  testing::internal::CaptureStderr();
+  e->prefill(s, prompt, logits);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("prefill 300/300 tokens"), std::string::npos) << err;
+  EXPECT_NE(err.find("tokens/s | took"), std::string::npos) << err;
+  const int32_t s2 = e->new_sequence();
+  testing::internal::CaptureStderr();
+  e->prefill(s2, std::span<const int32_t>(prompt).first(100), logits);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+}
+
+}  // namespace
+}  // namespace ninfer
