@@ -45,7 +45,11 @@
 //    running maximum; or e2m1 times its e4m3 block scale); Q scaled per row by a power of two.
 //  - prefill tiles (64 rows, 32 at head_dim 256): the CTA walks pages with a shared cp.async
 //    ring (int8 and compressed codes expanded to bf16 in shared memory), S and P through
-//    shared memory.
+//    shared memory. On a compute capability 9.0 device (a build with sm_90 in its
+//    architectures) prefill tiles of 128 rows go instead to the FlashAttention-3-style kernel
+//    of attention_prefill_sm90.cu (warp-specialised, bulk tensor copies or producer-expanded
+//    tiles, wgmma, softmax in registers; every format), the only kernel here that honours
+//    AttnShape::window so far: plan() refuses a window for chunks that would reach another.
 // With one split a CTA normalises, applies the format's V rotation back and writes bf16; with
 // several, each split writes its unnormalised O, running max and sum (fp32), and a merge
 // kernel combines them by log-sum-exp (one CTA per row and 64-column chunk, or per row when
@@ -87,6 +91,7 @@ struct AttnShape {
   CacheKind kind = CacheKind::Bf16;
   int q_rotation = 0;  // the format's K rotation, applied to Q
   int o_rotation = 0;  // the format's V rotation, applied back to the output
+  int window = 0;  // sliding window: a query at position p sees keys k with p - window < k <= p; 0: all keys
 };
 
 // Plans once per batch (plan(): uploads block tables and the work list), then runs per layer.
@@ -121,6 +126,11 @@ class PagedAttention {
   // Tests: the register decode kernel's CTAs per SM (-1: the planner's cap, 0: none, n: at
   // most n; attention.cu, pad_for_ctas_per_sm).
   void force_cta_cap(int n) { forced_cap_ = n; }
+  // Tests and benchmarks, before plan(): the prefill-tile kernel (0: automatic, the sm_90
+  // kernel where available; 1: the portable kernel; 2: the sm_90 kernel, or the portable one
+  // where it is not available). prefill_sm90() says what the last plan() chose.
+  void force_prefill_kernel(int k) { forced_prefill_ = k; }
+  bool prefill_sm90() const { return prefill_sm90_; }
   int splits(int cls) const { return cls_[cls].splits; }  // cls 0: decode tiles, 1: prefill tiles
   const AttnShape& shape() const { return shape_; }
   // Everything run() bakes into its launches besides the device metadata it reads: buffers,
@@ -129,7 +139,7 @@ class PagedAttention {
     return {uintptr_t(d_meta_), uintptr_t(d_part_), uintptr_t(n_rows_total_), uintptr_t(cls_[0].n_work),
             uintptr_t(cls_[0].splits), uintptr_t(cls_[1].n_work), uintptr_t(cls_[1].splits),
             uintptr_t(cls_[0].d_work), uintptr_t(cls_[1].d_work), uintptr_t(d_tables_),
-            uintptr_t(cls_[0].ctas_per_sm)};
+            uintptr_t(cls_[0].ctas_per_sm), uintptr_t(prefill_sm90_), uintptr_t(n_pool_blocks_)};
   }
 
  private:
@@ -146,6 +156,10 @@ class PagedAttention {
   Class cls_[2];
   int forced_splits_ = 0;
   int forced_cap_ = -1;
+  int forced_prefill_ = 0;
+  bool prefill_sm90_ = false;   // the last plan() sends prefill tiles to the sm_90 kernel
+  int slots_prefill_[2] = {0, 0};  // resident prefill CTAs on the GPU: portable kernel, sm_90 kernel
+  int n_pool_blocks_ = 0;       // (largest planned page id + 1) * n_kv_heads (the sm_90 kernel's tensor maps)
   int num_sms_ = 0;
   int n_rows_total_ = 0;
   std::vector<int32_t> host_meta_;
