@@ -1363,7 +1363,7 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
   const int g = shape_.n_heads / shape_.n_kv_heads;
   n_rows_total_ = n_tokens_total * shape_.n_heads;
   // The prefill-tile kernel of this plan: its tile rows and resident slots.
-  prefill_sm90_ = forced_prefill_ != 1 && slots_prefill_[1] > 0;
+  prefill_sm90_ = slots_prefill_[1] > 0 && (forced_prefill_ == 2 || (forced_prefill_ == 0 && prefill_sm90_default()));
   cls_[1].rows = prefill_sm90_ ? kPrefillSm90Rows : 16 * cls_[1].mt;
   cls_[1].slots = slots_prefill_[prefill_sm90_ ? 1 : 0];
   int max_page = 0;

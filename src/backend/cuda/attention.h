@@ -50,6 +50,7 @@
 //    of attention_prefill_sm90.cu (warp-specialised, bulk tensor copies or producer-expanded
 //    tiles, wgmma, softmax in registers; every format), the only kernel here that honours
 //    AttnShape::window so far: plan() refuses a window for chunks that would reach another.
+//    Opt-in for now (NINFER_CUDA_PREFILL_SM90=1, or force_prefill_kernel(2)): docs/NOTES.md.
 // With one split a CTA normalises, applies the format's V rotation back and writes bf16; with
 // several, each split writes its unnormalised O, running max and sum (fp32), and a merge
 // kernel combines them by log-sum-exp (one CTA per row and 64-column chunk, or per row when
@@ -127,8 +128,9 @@ class PagedAttention {
   // most n; attention.cu, pad_for_ctas_per_sm).
   void force_cta_cap(int n) { forced_cap_ = n; }
   // Tests and benchmarks, before plan(): the prefill-tile kernel (0: automatic, the sm_90
-  // kernel where available; 1: the portable kernel; 2: the sm_90 kernel, or the portable one
-  // where it is not available). prefill_sm90() says what the last plan() chose.
+  // kernel where available and NINFER_CUDA_PREFILL_SM90=1 (default 0 for now); 1: the portable
+  // kernel; 2: the sm_90 kernel, or the portable one where it is not available).
+  // prefill_sm90() says what the last plan() chose.
   void force_prefill_kernel(int k) { forced_prefill_ = k; }
   bool prefill_sm90() const { return prefill_sm90_; }
   int splits(int cls) const { return cls_[cls].splits; }  // cls 0: decode tiles, 1: prefill tiles

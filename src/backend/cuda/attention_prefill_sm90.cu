@@ -67,13 +67,18 @@ struct PfCfg {
   static constexpr int kTxBytes = 2 * BN * D * 2;  // bytes the copy engine writes per stage
 };
 
-// Registers per thread after setmaxnreg (65536 per SM, one CTA): the consumers hold O (D / 2),
-// S (BN / 2) and P (BN / 4) per thread; the expanding producer of the compressed kinds needs
-// more than the copy engine's issuing thread.
+// Registers per thread after setmaxnreg: the consumers hold O (D / 2), S (BN / 2) and P
+// (BN / 4) per thread; the expanding producer of the other kinds needs more than the copy
+// engine's issuing thread. NOTE: setmaxnreg.inc only takes registers the CTA itself released,
+// so the three warpgroups' budgets must sum to at most the launch allocation, 384 threads x 168
+// (__launch_bounds__(384, 1)) = 128 x 504; asking for more hangs the consumers in setmaxnreg
+// (seen on the H200: the 65536-register split 80 + 2 x 216 never started).
+constexpr int kRegBudget128 = 504;
 template <int D, int KIND>
 constexpr int consumer_regs() { return KIND == 0 ? 240 : (D == 256 ? 224 : (D == 128 ? 216 : 224)); }
+static_assert(24 + 2 * 240 <= kRegBudget128, "bf16 register split");
 template <int D, int KIND>
-constexpr int producer_regs() { return KIND == 0 ? 24 : (65536 / 128 - 2 * consumer_regs<D, KIND>()); }
+constexpr int producer_regs() { return KIND == 0 ? 24 : kRegBudget128 - 2 * consumer_regs<D, KIND>(); }
 
 
 // One unit of the expanding producer: 8 consecutive values (chunk c) of key row r of a
@@ -668,9 +673,13 @@ int occupancy() {
 
 }  // namespace
 
+bool prefill_sm90_default() {
+  static const bool v = env_switch("NINFER_CUDA_PREFILL_SM90", false);
+  return v;
+}
+
 bool prefill_sm90_available() {
   static const bool v = [] {
-    if (!env_switch("NINFER_CUDA_PREFILL_SM90")) return false;
     int dev = 0, major = 0, minor = 0;
     NINFER_CUDA_CHECK(cudaGetDevice(&dev));
     NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -690,8 +699,9 @@ int prefill_sm90_ctas_per_sm(int head_dim, CacheKind kind) {
 }
 
 void launch_prefill_sm90(const PrefillSm90Params& params, cudaStream_t s) {
-  // NINFER_CUDA_PREFILL_PIPE=0: the one-tile-at-a-time consumer schedule (A/B).
-  static const bool pipe = env_switch("NINFER_CUDA_PREFILL_PIPE");
+  // NINFER_CUDA_PREFILL_PIPE=1: the overlapped consumer schedule (not yet run on a GPU); the
+  // default is the one-tile-at-a-time schedule, the one the tests have passed on the H200.
+  static const bool pipe = env_switch("NINFER_CUDA_PREFILL_PIPE", false);
   PrefillSm90Params p = params;
   p.pipe = pipe ? 1 : 0;
   const bool bf = p.kind == CacheKind::Bf16;

@@ -37,18 +37,22 @@ struct PrefillSm90Params {
   int k_cb = 0, v_cb = 0, k_blk = 0, v_blk = 0;  // code bytes of a row, bytes of a block, per side
   const uint32_t* e8p_abs;     // [256] rk2v4-e8's E8P abs table (kv_codecs.cuh)
   int n_pool_blocks = 0;       // (largest page id + 1) * n_kv_heads: the bf16 tensor maps' extent
-  int pipe = 1;                // consumer schedule: 1 S of a tile overlapped with P V of the last; 0 one at a time
+  int pipe = 0;                // consumer schedule: 1 S of a tile overlapped with P V of the last; 0 one at a time
 };
 
 #if defined(NINFER_PREFILL_SM90)
-// True when this build carries the sm_90a kernel, the device is compute capability 9.0 and
-// NINFER_CUDA_PREFILL_SM90 is not 0.
+// True when this build carries the sm_90a kernel and the device is compute capability 9.0.
 bool prefill_sm90_available();
+// Whether PagedAttention uses it without being told to (force_prefill_kernel): the
+// environment's NINFER_CUDA_PREFILL_SM90, default 0 until the kernel has passed every test on
+// the GPU (docs/NOTES.md, issue 23).
+bool prefill_sm90_default();
 // Resident CTAs per SM of the kernel for (head_dim, kind) (the planner's slots).
 int prefill_sm90_ctas_per_sm(int head_dim, CacheKind kind);
 void launch_prefill_sm90(const PrefillSm90Params& p, cudaStream_t s);
 #else
 inline bool prefill_sm90_available() { return false; }
+inline bool prefill_sm90_default() { return false; }
 inline int prefill_sm90_ctas_per_sm(int, CacheKind) { return 0; }
 inline void launch_prefill_sm90(const PrefillSm90Params&, cudaStream_t) {}
 #endif
