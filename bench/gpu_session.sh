@@ -1,9 +1,10 @@
 #!/bin/bash
 # One GPU session on a fresh machine, from the repository root (see docs/GPU.md):
-#   bench/gpu_session.sh STAGE...      stages: build prebuilt test retest attn attnenv ab pipes splits pattn psdpa sdpa e2e e2ec ctxmax serve ncu ncuc ncub1 pack
+#   bench/gpu_session.sh STAGE...      stages: build prebuilt test ptest retest attn attnenv ab pipes splits pattn psdpa sdpa e2e e2ec ctxmax serve ncu ncuc ncub1 pack
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
+# ptest: the sm_90 prefill kernel's tests (test_prefill_attention.cpp), bf16 first, short timeouts
 # attn:  ninfer bench --attention, formats x shapes x ctx x batch -> $OUT/attn.jsonl (a process
 #        per shape and format; ATTN_ONE_PROCESS=1: one per shape)
 #        (ATTN_FORMATS, default bf16,int8; ATTN_SHAPES, default "32/8/128 16/2/256 24/4/256";
@@ -82,6 +83,16 @@ for stage in "$@"; do
     echo "test_cuda exit $?" | tee -a "$OUT/session.log"
     grep -E "^\[  (PASSED|FAILED) " "$OUT/test.log" >> "$OUT/session.log"
     grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[ (attn|golden|int8|int4|rk|fp8|nvfp4|k8v4)|Failure|error:|Expected|Which is|actual|got " "$OUT/test.log" | head -120 ;;
+  ptest)
+    # The sm_90 prefill kernel's tests alone, bf16 first, each group under a short timeout (a
+    # hang there would otherwise take the rest of the call) -> $OUT/ptest.log
+    stamp ptest
+    : > "$OUT/ptest.log"
+    for f in 'Cases/PrefillAttentionTest.*/bf16_*' 'Cases/PrefillAttentionTest.*:PrefillAttentionProps.*'; do
+      timeout ${PTEST_TIMEOUT:-180} "$BIN/test_cuda" --gtest_filter="$f" --gtest_color=no >> "$OUT/ptest.log" 2>&1
+      echo "prefill tests '$f' exit $?" | tee -a "$OUT/session.log"
+    done
+    grep -E "^\[ prefill|^\[  (FAILED|PASSED) |Failure|Expected" "$OUT/ptest.log" | head -100 ;;
   attn)
     # One process per shape and format (a server runs one format): in one process, rk2v4-e8's
     # batch-1 rows ran ~3 % slower after another format's rows with ~1 GB of pools or more
