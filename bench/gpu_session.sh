@@ -1,9 +1,10 @@
 #!/bin/bash
 # One GPU session on a fresh machine, from the repository root (see docs/GPU.md):
-#   bench/gpu_session.sh STAGE...      stages: build prebuilt test retest attn attnenv ab pipes splits pattn sdpa e2e e2ec ctxmax serve ncu ncuc ncub1 pack
+#   bench/gpu_session.sh STAGE...      stages: build prebuilt test ptest retest attn attnenv ab pipes splits pattn psdpa sdpa e2e e2ec ctxmax serve ncu ncuc ncub1 pack
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
+# ptest: the sm_90 prefill kernel's tests (test_prefill_attention.cpp), bf16 first, short timeouts
 # attn:  ninfer bench --attention, formats x shapes x ctx x batch -> $OUT/attn.jsonl (a process
 #        per shape and format; ATTN_ONE_PROCESS=1: one per shape)
 #        (ATTN_FORMATS, default bf16,int8; ATTN_SHAPES, default "32/8/128 16/2/256 24/4/256";
@@ -15,8 +16,9 @@
 # sdpa:  PyTorch SDPA on the same shapes -> $OUT/sdpa.json, then the comparison tables
 #        (bench/compare_attention.py: bf16/int8; bench/compare_compressed_attention.py: every
 #        format vs SDPA, with the copy bandwidth; also for attnenv's rows when it ran first)
-# pattn: prefill attention alone (a whole 4K and 32K prompt as one chunk), ATTN_FORMATS,
-#        heads 32/8, head_dim 128, batch 1 -> $OUT/pattn.jsonl
+# pattn: prefill attention alone (a whole prompt as one chunk), PATTN_FORMATS, PATTN_SHAPES,
+#        PATTN_CTX (defaults at the stage), batch 1 -> $OUT/pattn.jsonl
+# psdpa: PyTorch SDPA flash / cuDNN on pattn's shapes -> $OUT/sdpa_prefill.json and the table
 # e2e:   random Llama-3-8B checkpoint, end-to-end prefill/decode bench -> $OUT/e2e.txt
 # e2ec:  the same random checkpoint, decode at 32K depth with each of E2E_FORMATS (default
 #        bf16,int8,int4,rk4v4-e8,rk2v4-e8) -> $OUT/e2e.txt
@@ -81,6 +83,16 @@ for stage in "$@"; do
     echo "test_cuda exit $?" | tee -a "$OUT/session.log"
     grep -E "^\[  (PASSED|FAILED) " "$OUT/test.log" >> "$OUT/session.log"
     grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[ (attn|golden|int8|int4|rk|fp8|nvfp4|k8v4)|Failure|error:|Expected|Which is|actual|got " "$OUT/test.log" | head -120 ;;
+  ptest)
+    # The sm_90 prefill kernel's tests alone, bf16 first, each group under a short timeout (a
+    # hang there would otherwise take the rest of the call) -> $OUT/ptest.log
+    stamp ptest
+    : > "$OUT/ptest.log"
+    for f in 'Cases/PrefillAttentionTest.*/bf16_*' 'Cases/PrefillAttentionTest.*:PrefillAttentionProps.*'; do
+      NINFER_TEST_PREFILL_SM90=1 timeout ${PTEST_TIMEOUT:-180} "$BIN/test_cuda" --gtest_filter="$f" --gtest_color=no >> "$OUT/ptest.log" 2>&1
+      echo "prefill tests '$f' exit $?" | tee -a "$OUT/session.log"
+    done
+    grep -E "^\[ prefill|^\[  (FAILED|PASSED) |Failure|Expected" "$OUT/ptest.log" | head -100 ;;
   attn)
     # One process per shape and format (a server runs one format): in one process, rk2v4-e8's
     # batch-1 rows ran ~3 % slower after another format's rows with ~1 GB of pools or more
@@ -164,15 +176,30 @@ for stage in "$@"; do
     done
     python3 bench/ab_attention.py "$OUT/ab_a.jsonl" "$OUT/ab_b.jsonl" | tee "$OUT/ab.txt" ;;
   pattn)
+    # PATTN_FORMATS (default ATTN_FORMATS), PATTN_SHAPES (default "32/8/128 16/2/256"), PATTN_CTX
+    # (default "4096 32768"), PATTN_REPEATS (default 3; rows of 16K+ tokens take it as given)
     stamp pattn
-    : > "$OUT/pattn.jsonl"
-    for n in 4096 32768; do
-      echo "+ ninfer bench --attention --kv-dtype $ATTN_FORMATS --ctx $n --queries $n --batch 1 --heads 32/8 --head-dim 128 --json" >> "$OUT/bench.log"
-      timeout 200 "$BIN/ninfer" bench --attention --kv-dtype "$ATTN_FORMATS" --ctx $n --queries $n --batch 1 \
-        --heads 32/8 --head-dim 128 --json > "$OUT/attn_tmp.txt" 2>> "$OUT/bench.log"
-      echo "prefill attention $n exit $?"; grep -v "^{" "$OUT/attn_tmp.txt"; grep "^{" "$OUT/attn_tmp.txt" >> "$OUT/pattn.jsonl"
+    [ -n "${PATTN_APPEND:-}" ] || : > "$OUT/pattn.jsonl"  # PATTN_APPEND=1: add to an earlier pattn's rows
+    for shp in ${PATTN_SHAPES:-32/8/128 16/2/256}; do
+      hk=${shp%/*}; hd=${shp##*/}
+      for n in ${PATTN_CTX:-4096 32768}; do
+        cmd=("$BIN/ninfer" bench --attention --kv-dtype "${PATTN_FORMATS:-$ATTN_FORMATS}" --ctx $n --queries $n --batch 1
+             --heads $hk --head-dim $hd --repeats ${PATTN_REPEATS:-3} --json)
+        echo "+ ${cmd[*]}" >> "$OUT/bench.log"
+        timeout 300 "${cmd[@]}" > "$OUT/attn_tmp.txt" 2>> "$OUT/bench.log"
+        echo "prefill attention $shp $n exit $?"; grep -v "^{" "$OUT/attn_tmp.txt"; grep "^{" "$OUT/attn_tmp.txt" >> "$OUT/pattn.jsonl"
+      done
     done
     rm -f "$OUT/attn_tmp.txt" ;;
+  psdpa)
+    # PyTorch SDPA (flash, cuDNN) on pattn's shapes and prompts -> $OUT/sdpa_prefill.json, then
+    # the comparison table against pattn's rows (bench/compare_prefill_attention.py)
+    stamp psdpa
+    shapes_csv=$(echo ${PATTN_SHAPES:-32/8/128 16/2/256} | tr ' ' ','); ctx_csv=$(echo ${PATTN_CTX:-4096 32768} | tr ' ' ',')
+    echo "+ python3 bench/sdpa_prefill_attention.py --shapes $shapes_csv --ctx $ctx_csv" >> "$OUT/bench.log"
+    PYTHONUNBUFFERED=1 timeout 300 python3 bench/sdpa_prefill_attention.py --shapes "$shapes_csv" --ctx "$ctx_csv" \
+      --json "$OUT/sdpa_prefill.json" 2>&1 | tee -a "$OUT/bench.log"
+    python3 bench/compare_prefill_attention.py "$OUT/sdpa_prefill.json" "$OUT/pattn.jsonl" | tee -a "$OUT/bench.log" ;;
   sdpa)
     stamp sdpa
     shapes_csv=$(echo $ATTN_SHAPES | tr ' ' ',')

@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "backend/cuda/attention.h"
+#include "backend/cuda/attention_prefill_sm90.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/e8p_alu.h"
@@ -1343,6 +1344,44 @@ int occupancy_d(CacheKind kind, int cls, bool ext) {
   return cls == 0 ? occupancy_decode<D, 2>(kind, ext) : occupancy_of<D, 2, MTp>();
 }
 
+// The prefill-tile class on the sm_90 kernel (attention_prefill_sm90.cu), then the merge of
+// its splits (tiles of kPrefillSm90Rows rows).
+template <int D>
+void launch_prefill_sm90_class(const KernelParams& kp, const AttnShape& sh, int n_work, int n_pool_blocks,
+                               cudaStream_t s) {
+  PrefillSm90Params pp;
+  pp.q = kp.q;
+  pp.q_ld = kp.q_ld;
+  pp.k_pool = kp.k_pool;
+  pp.v_pool = kp.v_pool;
+  pp.tables = kp.tables;
+  pp.work = kp.work;
+  pp.n_work = n_work;
+  pp.n_heads = kp.n_heads;
+  pp.n_kv_heads = kp.n_kv_heads;
+  pp.head_dim = D;
+  pp.group = kp.group;
+  pp.q_rot = kp.q_rot;
+  pp.o_rot = kp.o_rot;
+  pp.window = sh.window;
+  pp.scale_log2 = kp.scale_log2;
+  pp.n_splits = kp.n_splits;
+  pp.out = kp.out;
+  pp.out_ld = kp.out_ld;
+  pp.part_o = kp.part_o;
+  pp.part_ml = kp.part_ml;
+  pp.n_rows_total = kp.n_rows_total;
+  pp.kind = sh.kind;
+  pp.k_cb = kp.k_cb;
+  pp.v_cb = kp.v_cb;
+  pp.k_blk = kp.k_blk;
+  pp.v_blk = kp.v_blk;
+  pp.e8p_abs = kp.e8p_abs;
+  pp.n_pool_blocks = n_pool_blocks;
+  launch_prefill_sm90(pp, s);
+  if (kp.n_splits > 1) launch_merge<D>(kp, n_work, kPrefillSm90Rows, s);
+}
+
 int mt_for(int cls, int head_dim) { return cls == 0 ? 1 : (head_dim == 256 ? 2 : 4); }
 
 }  // namespace
@@ -1376,6 +1415,8 @@ PagedAttention::PagedAttention(const AttnShape& shape) : shape_(shape) {
     if (occ < 1) throw std::runtime_error("CUDA attention kernel cannot be resident (shared memory too large?)");
     cls_[c].slots = occ * num_sms_;
   }
+  slots_prefill_[0] = cls_[1].slots;
+  if (prefill_sm90_available()) slots_prefill_[1] = prefill_sm90_ctas_per_sm(shape.head_dim, shape.kind) * num_sms_;
 }
 
 PagedAttention::~PagedAttention() {
@@ -1387,6 +1428,11 @@ PagedAttention::~PagedAttention() {
 void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, cudaStream_t s) {
   const int g = shape_.n_heads / shape_.n_kv_heads;
   n_rows_total_ = n_tokens_total * shape_.n_heads;
+  // The prefill-tile kernel of this plan: its tile rows and resident slots.
+  prefill_sm90_ = slots_prefill_[1] > 0 && (forced_prefill_ == 2 || (forced_prefill_ == 0 && prefill_sm90_default()));
+  cls_[1].rows = prefill_sm90_ ? kPrefillSm90Rows : 16 * cls_[1].mt;
+  cls_[1].slots = slots_prefill_[prefill_sm90_ ? 1 : 0];
+  int max_page = 0;
   // Layout of the metadata upload: the page tables, then the work items of class 0 and of class
   // 1 (kWorkInts each, 16-byte aligned).
   host_meta_.clear();
@@ -1399,6 +1445,7 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     if (q.n_tokens <= 0 || q.n_blocks < need)
       throw std::runtime_error("CUDA attention: a chunk has no tokens or too few pages for its length");
     host_meta_.insert(host_meta_.end(), q.block_table, q.block_table + q.n_blocks);
+    for (int b = 0; b < q.n_blocks; ++b) max_page = std::max(max_page, int(q.block_table[b]));
     const int rows = q.n_tokens * g;
     const int cls = rows <= 16 ? 0 : 1;
     const int M = cls_[cls].rows;
@@ -1414,6 +1461,7 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     }
     toff += size_t(q.n_blocks);
   }
+  n_pool_blocks_ = (max_page + 1) * shape_.n_kv_heads;
   size_t off_work[2];
   for (int c = 0; c < 2; ++c) {
     host_meta_.resize((host_meta_.size() + 3) / 4 * 4);  // 16-byte aligned work items
@@ -1543,6 +1591,14 @@ void PagedAttention::run(const float* q, int q_ld, const uint8_t* k_pool, const 
     kp.window = shape_.window;
     kp.cap2 = shape_.softcap > 0.0f ? shape_.softcap * kLog2e : 0.0f;
     kp.cap_k = shape_.softcap > 0.0f ? 2.0f / shape_.softcap : 0.0f;
+    if (c == 1 && prefill_sm90_ && shape_.softcap == 0.0f) {  // the sm_90 kernel has no soft cap yet
+      switch (shape_.head_dim) {
+        case 64: launch_prefill_sm90_class<64>(kp, shape_, k.n_work, n_pool_blocks_, s); break;
+        case 128: launch_prefill_sm90_class<128>(kp, shape_, k.n_work, n_pool_blocks_, s); break;
+        default: launch_prefill_sm90_class<256>(kp, shape_, k.n_work, n_pool_blocks_, s); break;
+      }
+      continue;
+    }
     switch (shape_.head_dim) {
       case 64: dispatch_kind<64>(kp, shape_.kind, c, k.n_work, s); break;
       case 128: dispatch_kind<128>(kp, shape_.kind, c, k.n_work, s); break;

@@ -57,6 +57,11 @@
 // in a second instantiation (template argument EXT, taken when either is set: the default
 // path's code is unchanged; the register decode kernel's EXT variant exists for its default
 // loop and K decode only); the prefill kernel tests them at run time (uniform branches).
+// On a compute capability 9.0 device (a build with sm_90 in its architectures) prefill tiles of
+// 128 rows may go instead to the FlashAttention-3-style kernel of attention_prefill_sm90.cu
+// (warp-specialised, bulk tensor copies or producer-expanded tiles, wgmma, softmax in
+// registers; every format; windows, no soft cap): opt-in for now (NINFER_CUDA_PREFILL_SM90=1,
+// or force_prefill_kernel(2)) until its GPU tests pass for every format (docs/NOTES.md).
 // With one split a CTA normalises, applies the format's V rotation back and writes bf16; with
 // several, each split writes its unnormalised O, running max and sum (fp32), and a merge
 // kernel combines them by log-sum-exp (one CTA per row and 64-column chunk, or per row when
@@ -134,6 +139,12 @@ class PagedAttention {
   // Tests: the register decode kernel's CTAs per SM (-1: the planner's cap, 0: none, n: at
   // most n; attention.cu, pad_for_ctas_per_sm).
   void force_cta_cap(int n) { forced_cap_ = n; }
+  // Tests and benchmarks, before plan(): the prefill-tile kernel (0: automatic, the sm_90
+  // kernel where available and NINFER_CUDA_PREFILL_SM90=1 (default 0 for now); 1: the portable
+  // kernel; 2: the sm_90 kernel, or the portable one where it is not available).
+  // prefill_sm90() says what the last plan() chose.
+  void force_prefill_kernel(int k) { forced_prefill_ = k; }
+  bool prefill_sm90() const { return prefill_sm90_; }
   int splits(int cls) const { return cls_[cls].splits; }  // cls 0: decode tiles, 1: prefill tiles
   const AttnShape& shape() const { return shape_; }
   // Everything run() bakes into its launches besides the device metadata it reads: buffers,
@@ -142,7 +153,7 @@ class PagedAttention {
     return {uintptr_t(d_meta_), uintptr_t(d_part_), uintptr_t(n_rows_total_), uintptr_t(cls_[0].n_work),
             uintptr_t(cls_[0].splits), uintptr_t(cls_[1].n_work), uintptr_t(cls_[1].splits),
             uintptr_t(cls_[0].d_work), uintptr_t(cls_[1].d_work), uintptr_t(d_tables_),
-            uintptr_t(cls_[0].ctas_per_sm)};
+            uintptr_t(cls_[0].ctas_per_sm), uintptr_t(prefill_sm90_), uintptr_t(n_pool_blocks_)};
   }
 
  private:
@@ -159,6 +170,10 @@ class PagedAttention {
   Class cls_[2];
   int forced_splits_ = 0;
   int forced_cap_ = -1;
+  int forced_prefill_ = 0;
+  bool prefill_sm90_ = false;   // the last plan() sends prefill tiles to the sm_90 kernel
+  int slots_prefill_[2] = {0, 0};  // resident prefill CTAs on the GPU: portable kernel, sm_90 kernel
+  int n_pool_blocks_ = 0;       // (largest planned page id + 1) * n_kv_heads (the sm_90 kernel's tensor maps)
   int num_sms_ = 0;
   int n_rows_total_ = 0;
   std::vector<int32_t> host_meta_;

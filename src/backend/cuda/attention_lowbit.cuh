@@ -19,34 +19,6 @@
 template <int D>
 void launch_merge(const KernelParams& kp, int n_work, int rows, cudaStream_t s, int decode_smem_per_sm = 0);  // attention.cu
 
-// e4m3 byte i of w (i = 0..3) -> fp32.
-__device__ __forceinline__ float e4m3_byte(uint32_t w, int i) { return e4m3_to_f32_dev((w >> (8 * i)) & 0xFFu); }
-
-// Expands 8 values (chunk c = values 8c..8c+7) of one raw lowbit row to 4 bf16x2 words.
-// nv: nvfp4 row (codes [D/2], scales [D/16] at `sc`), else fp8 (codes [D]; mul: the fp8 row
-// scale, or 1 to keep it apart).
-__device__ __forceinline__ uint4 expand_lowbit8(bool nv, const uint8_t* codes, const uint8_t* sc, int c, float mul) {
-  uint4 w;
-  if (nv) {
-    const uint32_t q = *reinterpret_cast<const uint32_t*>(codes + 4 * c);
-    const float s = e4m3_to_f32_dev(sc[c / 2]);
-    float v[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = e2m1_to_f32_dev(q >> (4 * i)) * s;
-    w.x = cvt_bf16x2(v[0], v[1]);
-    w.y = cvt_bf16x2(v[2], v[3]);
-    w.z = cvt_bf16x2(v[4], v[5]);
-    w.w = cvt_bf16x2(v[6], v[7]);
-  } else {
-    const uint2 q = *reinterpret_cast<const uint2*>(codes + 8 * c);
-    w.x = cvt_bf16x2(e4m3_byte(q.x, 0) * mul, e4m3_byte(q.x, 1) * mul);
-    w.y = cvt_bf16x2(e4m3_byte(q.x, 2) * mul, e4m3_byte(q.x, 3) * mul);
-    w.z = cvt_bf16x2(e4m3_byte(q.y, 0) * mul, e4m3_byte(q.y, 1) * mul);
-    w.w = cvt_bf16x2(e4m3_byte(q.y, 2) * mul, e4m3_byte(q.y, 3) * mul);
-  }
-  return w;
-}
-
 // Prefill (KIND 3): rows [0, rows) of a stored block (codes [rows][cb], scales [rows][sb]) ->
 // swizzled bf16 [rows][D] tile, scales applied; rows >= valid become 0.
 template <int D>
