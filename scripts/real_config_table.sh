@@ -16,7 +16,7 @@ for d in "$dir"/*/; do
     toks=$(echo "$out" | awk '$1 == "rk2v4-e8" {print $3}')
     echo "| $name | $arch | loads | $toks |"
   else
-    msg=$(echo "$out" | grep -m1 error: | sed -e 's/^error: //' -e "s|$d||; s|[^ ]*real-configs/[^/]*/||g" -e 's/ (supported:.*//' -e 's/|/\\|/g' | cut -c1-160)
+    msg=$(echo "$out" | grep -m1 error: | sed -e 's/^error: //' -e "s|$d||; s|[^ ]*real-configs/[^/]*/||g" -e 's/ (supported:.*//' -e 's/^: //' -e 's/|/\\|/g' | cut -c1-160)
     echo "| $name | $arch | refused: $msg | - |"
   fi
 done
