@@ -3,6 +3,8 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -92,6 +94,18 @@ inline float bf16f(uint16_t h) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+}
+
+// Max abs error over the vector / max |want| (INFINITY when got holds a NaN): the logit
+// comparison of the model-level GPU tests.
+inline double max_rel_err(const float* got, const float* want, int n) {
+  double e = 0, m = 0;
+  for (int i = 0; i < n; ++i) {
+    if (std::isnan(got[i])) return INFINITY;
+    e = std::max(e, std::fabs(double(got[i]) - want[i]));
+    m = std::max(m, std::fabs(double(want[i])));
+  }
+  return e / m;
 }
 
 }  // namespace ninfer::test

@@ -56,16 +56,6 @@ ModelRun run_model(Backend& be, const KvFormat& fmt, int vocab, const std::vecto
   return r;
 }
 
-double max_rel_err(const float* got, const float* want, int n) {
-  double e = 0, m = 0;
-  for (int i = 0; i < n; ++i) {
-    if (std::isnan(got[i])) return INFINITY;
-    e = std::max(e, std::fabs(double(got[i]) - want[i]));
-    m = std::max(m, std::fabs(double(want[i])));
-  }
-  return e / m;
-}
-
 double mean_nll(const std::vector<float>& logits, const std::vector<int32_t>& ids, int vocab) {
   double s = 0;
   for (size_t t = 0; t + 1 < ids.size(); ++t) {
@@ -96,7 +86,7 @@ TEST_P(CudaGolden, SplitModeReproducesGoldenLogitsAndGreedy) {
     std::vector<int32_t> greedy_want;
     if (p.contains("greedy_ids")) greedy_want = p["greedy_ids"].get<std::vector<int32_t>>();
     ModelRun r = run_model(*be, find_kv_format("bf16"), vocab, ids, int(greedy_want.size()));
-    const double err = max_rel_err(r.all_logits.data() + (ids.size() - 1) * size_t(vocab), want.data(), vocab);
+    const double err = test::max_rel_err(r.all_logits.data() + (ids.size() - 1) * size_t(vocab), want.data(), vocab);
     std::printf("[ golden split ] %s prompt %zu tokens: last-logit rel err %.2e\n", GetParam().c_str(), ids.size(), err);
     EXPECT_LT(err, 1e-2) << p["text"];
     if (!greedy_want.empty()) {
@@ -127,7 +117,7 @@ TEST_P(CudaGolden, Bf16ModeMatchesGoldenAndCpuTeacherForced) {
     }
     ModelRun rg = run_model(*gpu, find_kv_format("bf16"), vocab, seq, 0);
     ModelRun rc = run_model(*cpu, find_kv_format("f32"), vocab, seq, 0);
-    const double err = max_rel_err(rg.all_logits.data() + (ids.size() - 1) * size_t(vocab), want.data(), vocab);
+    const double err = test::max_rel_err(rg.all_logits.data() + (ids.size() - 1) * size_t(vocab), want.data(), vocab);
     std::printf("[ golden bf16 ] %s prompt %zu tokens: last-logit rel err %.2e\n", GetParam().c_str(), ids.size(), err);
     EXPECT_LT(err, 3e-2) << p["text"];
     int decided = 0, near_ties = 0;
@@ -173,7 +163,7 @@ TEST_P(CudaGolden, Int8CacheMatchesCpuInt8) {
   ModelRun rc = run_model(*cpu, find_kv_format("int8"), vocab, ids, 0);
   double worst = 0;
   for (size_t t = 0; t < ids.size(); ++t)
-    worst = std::max(worst, max_rel_err(rg.all_logits.data() + t * vocab, rc.all_logits.data() + t * vocab, vocab));
+    worst = std::max(worst, test::max_rel_err(rg.all_logits.data() + t * vocab, rc.all_logits.data() + t * vocab, vocab));
   const double ng = mean_nll(rg.all_logits, ids, vocab), nc = mean_nll(rc.all_logits, ids, vocab);
   std::printf("[ int8 ] %s: worst logit rel err vs CPU int8 %.2e; NLL gpu %.5f cpu %.5f\n", GetParam().c_str(), worst,
               ng, nc);
@@ -273,8 +263,8 @@ TEST_P(CudaGolden, MixedBatchMatchesSeparateRuns) {
   be->forward(both, lab);
   be->forward({&da, 1}, la);
   be->forward({&db, 1}, lb);
-  EXPECT_LT(max_rel_err(lab.data(), la.data(), vocab), 5e-3);
-  EXPECT_LT(max_rel_err(lab.data() + vocab, lb.data(), vocab), 5e-3);
+  EXPECT_LT(test::max_rel_err(lab.data(), la.data(), vocab), 5e-3);
+  EXPECT_LT(test::max_rel_err(lab.data() + vocab, lb.data(), vocab), 5e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(RefModels, CudaGolden, ::testing::Values("ref-qwen3-d256", "ref-llama-d128"),

@@ -59,16 +59,6 @@ std::vector<float> run(Backend& be, const KvFormat& fmt, int vocab, const std::v
   return all;
 }
 
-double rel_err(const float* got, const float* want, int n) {
-  double e = 0, m = 0;
-  for (int i = 0; i < n; ++i) {
-    if (std::isnan(got[i])) return INFINITY;
-    e = std::max(e, std::fabs(double(got[i]) - want[i]));
-    m = std::max(m, std::fabs(double(want[i])));
-  }
-  return e / m;
-}
-
 double nll(const float* row, int vocab, int32_t target) {
   double mx = row[0];
   for (int i = 1; i < vocab; ++i) mx = std::max(mx, double(row[i]));
@@ -110,7 +100,7 @@ TEST_P(CudaTiny, GpuMatchesCpu) {
       for (size_t t = 0; t < rows; ++t) {
         const float* gw = got.data() + t * vocab;
         const float* cw = want.data() + t * vocab;
-        worst = std::max(worst, rel_err(gw, cw, vocab));
+        worst = std::max(worst, test::max_rel_err(gw, cw, vocab));
         if (t + 1 < seq.size()) {
           nll_cpu += nll(cw, vocab, seq[t + 1]);
           nll_gpu += nll(gw, vocab, seq[t + 1]);
