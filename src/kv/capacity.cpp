@@ -17,8 +17,8 @@ size_t kv_bytes_per_token(const ModelConfig& c, const KvFormat& f) {
 size_t kv_page_bytes(const ModelConfig& c, const KvFormat& f) { return kv_bytes_per_token(c, f) * kPageSize; }
 
 size_t workspace_estimate(const ModelConfig& c, int chunk) {
-  const size_t per_token = size_t(3 * c.hidden + c.q_dim() + 2 * c.kv_dim() + 2 * c.ffn + c.vocab) * 4;
-  return (size_t(256) << 20) + size_t(chunk) * per_token;
+  const size_t per_token = size_t(3 * c.hidden + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.ffn + c.vocab) * 4;
+  return (size_t(256) << 20) + kPrefillScratchBytes + size_t(chunk) * per_token;
 }
 
 size_t device_weight_bytes(const ModelConfig& c) { return size_t(c.n_params()) * 2; }

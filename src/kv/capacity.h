@@ -11,6 +11,7 @@
 #include <string>
 
 #include "kv/format.h"
+#include "kv/workspace.h"
 
 namespace ninfer {
 
@@ -22,8 +23,8 @@ size_t kv_bytes_per_token(const ModelConfig& c, const KvFormat& f);
 size_t kv_page_bytes(const ModelConfig& c, const KvFormat& f);
 
 // Workspace the GPU runtime reserves besides weights and KV: 256 MiB (cuBLAS workspace, CUDA
-// graphs, allocator slack) plus fp32 activations of one prefill chunk:
-// chunk * (3 hidden + q_dim + 2 kv_dim + 2 ffn + vocab) * 4 bytes.
+// graphs, allocator slack), the prefill scratch pool (kv/workspace.h), plus fp32 activations of one prefill
+// chunk and its attention partials: chunk * (3 hidden + 2 q_dim + 2 kv_dim + 2 ffn + vocab) * 4 bytes.
 size_t workspace_estimate(const ModelConfig& c, int prefill_chunk);
 // Bytes of weights on a device that stores them as bf16 (embedding counted once when tied).
 size_t device_weight_bytes(const ModelConfig& c);

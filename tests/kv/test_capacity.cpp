@@ -2,16 +2,17 @@
 // Qwen3-32B configs in tests/data/configs). Hand arithmetic, written out:
 //   Llama-3-8B params = 32 * (4096*4096*2 + 2*4096*1024 + 3*4096*14336 + 2*4096)
 //                       + 2 * 128256*4096 + 4096 = 8,030,261,248 -> bf16 weights 16,060,522,496 B
-//   workspace = 256 MiB + 512 * (3*4096 + 4096 + 2*1024 + 2*14336 + 128256) * 4 = 627,572,736 B
+//   workspace = 256 MiB + 512 MiB (prefill scratch) + 512 * (3*4096 + 2*4096 + 2*1024 + 2*14336 + 128256) * 4
+//             = 1,172,832,256 B
 //   24 GiB: headroom = 25,769,803,776 / 25 = 1,030,792,151 B;
-//           available = 25,769,803,776 - 16,060,522,496 - 627,572,736 - 1,030,792,151
-//                     = 8,050,916,393 B
+//           available = 25,769,803,776 - 16,060,522,496 - 1,172,832,256 - 1,030,792,151
+//                     = 7,505,656,873 B
 //   bf16 KV per token = 32 layers * 8 heads * 128 * 2 (K,V) * 2 B = 131,072 B; page = 8 MiB
-//           -> 959 pages = 61,376 tokens
-//   int8 (264 B/head-token at D=128): 67,584 B/token -> 1,861 pages = 119,104 tokens
-//   rk2v4-e8 (104 B/head-token): 26,624 B/token -> 4,724 pages = 302,336 tokens
+//           -> 894 pages = 57,216 tokens
+//   int8 (264 B/head-token at D=128): 67,584 B/token -> 1,735 pages = 111,040 tokens
+//   rk2v4-e8 (104 B/head-token): 26,624 B/token -> 4,404 pages = 281,856 tokens
 //   Qwen3-32B params = 32,762,123,264 (64 layers, q/k norms); at 80 GiB:
-//   bf16 965 pages = 61,760 tokens; int8 1,872 pages; rk2v4-e8 4,754 pages; at 24 GiB nothing fits.
+//   bf16 932 pages = 59,648 tokens; int8 1,808 pages; rk2v4-e8 4,591 pages; at 24 GiB nothing fits.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -44,21 +45,21 @@ TEST(Capacity, Llama3_8B) {
   ModelConfig c = cfg("llama3-8b");
   EXPECT_EQ(c.n_params(), 8030261248);
   EXPECT_EQ(device_weight_bytes(c), 16060522496u);
-  EXPECT_EQ(workspace_estimate(c, 512), 627572736u);
+  EXPECT_EQ(workspace_estimate(c, 512), 1172832256u);
   EXPECT_EQ(capacity_headroom(24 * GiB), 1030792151u);
   EXPECT_EQ(kv_bytes_per_token(c, find_kv_format("bf16")), 131072u);
-  EXPECT_EQ(pages_at(c, "bf16", 24 * GiB), 959);
-  EXPECT_EQ(pages_at(c, "int8", 24 * GiB), 1861);
-  EXPECT_EQ(pages_at(c, "rk2v4-e8", 24 * GiB), 4724);
-  EXPECT_EQ(pages_at(c, "bf16", 80 * GiB), 7841);
+  EXPECT_EQ(pages_at(c, "bf16", 24 * GiB), 894);
+  EXPECT_EQ(pages_at(c, "int8", 24 * GiB), 1735);
+  EXPECT_EQ(pages_at(c, "rk2v4-e8", 24 * GiB), 4404);
+  EXPECT_EQ(pages_at(c, "bf16", 80 * GiB), 7776);
 }
 
 TEST(Capacity, Qwen3_32B) {
   ModelConfig c = cfg("qwen3-32b");
   EXPECT_EQ(c.n_params(), 32762123264);
-  EXPECT_EQ(pages_at(c, "bf16", 80 * GiB), 965);
-  EXPECT_EQ(pages_at(c, "int8", 80 * GiB), 1872);
-  EXPECT_EQ(pages_at(c, "rk2v4-e8", 80 * GiB), 4754);
+  EXPECT_EQ(pages_at(c, "bf16", 80 * GiB), 932);
+  EXPECT_EQ(pages_at(c, "int8", 80 * GiB), 1808);
+  EXPECT_EQ(pages_at(c, "rk2v4-e8", 80 * GiB), 4591);
   EXPECT_THROW(pages_at(c, "bf16", 24 * GiB), Error);  // weights alone exceed 24 GiB
 }
 
