@@ -89,7 +89,7 @@ for stage in "$@"; do
     stamp ptest
     : > "$OUT/ptest.log"
     for f in 'Cases/PrefillAttentionTest.*/bf16_*' 'Cases/PrefillAttentionTest.*:PrefillAttentionProps.*'; do
-      NINFER_TEST_PREFILL_SM90=1 timeout ${PTEST_TIMEOUT:-180} "$BIN/test_cuda" --gtest_filter="$f" --gtest_color=no >> "$OUT/ptest.log" 2>&1
+      timeout ${PTEST_TIMEOUT:-180} "$BIN/test_cuda" --gtest_filter="$f" --gtest_color=no >> "$OUT/ptest.log" 2>&1
       echo "prefill tests '$f' exit $?" | tee -a "$OUT/session.log"
     done
     grep -E "^\[ prefill|^\[  (FAILED|PASSED) |Failure|Expected" "$OUT/ptest.log" | head -100 ;;

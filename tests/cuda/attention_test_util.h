@@ -39,6 +39,7 @@ struct AttnCase {
   int kv_mode = 0;       // 0: uniform random K/V; 1: outliers (every 97th key's K x40, every 13th
                          // query x8); 2: all K rows of a kv head equal (every score of a row equal)
   int check_stride = 1;  // the reference checks every check_stride-th token of a chunk (long cases)
+  int scratch_pages = 0;  // PagedAttention::force_prefill_scratch_pages (0: the default pool)
 };
 
 inline void PrintTo(const AttnCase& c, std::ostream* os) { *os << c.name; }
@@ -62,6 +63,7 @@ struct AttnFixture {
   int prefill_kernel = 0;      // PagedAttention::force_prefill_kernel
   int window = 0;              // AttnShape::window of run() (starts as the case's)
   bool used_sm90 = false;      // the last run() sent prefill tiles to the sm_90 kernel
+  int segments = 0;            // the last run()'s expansion segments (PagedAttention::prefill_segments)
 
   explicit AttnFixture(const AttnCase& cs)
       : c(cs), fmt(find_kv_format(cs.fmt)), d(cs.head_dim), nh(cs.n_heads), nkv(cs.n_kv_heads), g(nh / nkv),
@@ -149,6 +151,7 @@ struct AttnFixture {
     attn.force_splits(splits);
     attn.force_prefill_kernel(prefill_kernel);
     attn.force_cta_cap(cta_cap);
+    attn.force_prefill_scratch_pages(c.scratch_pages);
     std::vector<cuda::AttnSeq> seqs;
     int tok0 = 0;
     for (size_t s = 0; s < c.seqs.size(); ++s) {
@@ -162,6 +165,7 @@ struct AttnFixture {
     if (splits_used) *splits_used = attn.splits(0);
     if (splits_prefill) *splits_prefill = attn.splits(1);
     used_sm90 = attn.prefill_sm90();
+    segments = attn.prefill_segments();
     return d_out.download();
   }
 };

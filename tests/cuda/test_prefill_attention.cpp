@@ -3,7 +3,9 @@
 // cache and queries: every format, head_dim 64 / 128 / 256, GQA 1 / 4 / 8, chunks that start
 // mid-page and chunks over cached history, shuffled page tables over stale bytes, outputs
 // poisoned with NaN, random and adversarial inputs (peaky scores, huge outliers in K and Q,
-// all-equal score rows), long prompts (8K), forced KV splits, sliding windows.
+// all-equal score rows), long prompts (8K), forced KV splits, sliding windows, and the
+// compressed kinds' expansion into the bf16 scratch pool forced into several segments (a
+// pool of a few pages: each segment folds the last one's partial).
 //
 // Tolerance: the bar, relative L2 error at most 2x the portable kernel's on the same
 // case (measured here, not assumed). Both round Q, P and dequantised values to bf16 and
@@ -41,12 +43,13 @@ std::vector<AttnCase> prefill_cases() {
   static std::vector<std::string> names;  // AttnCase holds the names as C strings
   names.reserve(256);
   auto add = [&](const std::string& name, const char* fmt, const Shape& s, const std::vector<SeqSpec>& seqs,
-                 int splits, float q_scale, int window, int kv_mode, int stride) {
+                 int splits, float q_scale, int window, int kv_mode, int stride, int scratch = 0) {
     names.push_back(name);
     AttnCase c{names.back().c_str(), fmt, s.d, s.nh, s.nkv, seqs, splits, q_scale};
     c.window = window;
     c.kv_mode = kv_mode;
     c.check_stride = stride;
+    c.scratch_pages = scratch;
     v.push_back(c);
   };
   for (const char* f : fmts) {
@@ -65,6 +68,17 @@ std::vector<AttnCase> prefill_cases() {
     add(fs + "_d256_g8_history_window700_split3", f, shapes[2], kHistory, 3, 3.0f, 700, 0, 1);
     add(fs + "_d64_g1_history_window33", f, shapes[0], kHistory, 0, 3.0f, 33, 0, 1);
   }
+  // Segments: a scratch pool of a few pages (8: 7 segments of the 50 pages of kHistory; 4: two
+  // chunks of 2 pages each per segment; 6 and 2 with a window; head_dim 256 tiles are one page).
+  for (const char* f : {"int8", "int4", "rk4v4-e8", "rk2v4-e8", "fp8", "nvfp4", "k8v4"}) {
+    std::string fs(f);
+    std::replace(fs.begin(), fs.end(), '-', '_');
+    add(fs + "_d128_g4_history_segments", f, shapes[1], kHistory, 0, 3.0f, 0, 0, 1, 8);
+  }
+  add("rk2v4_e8_d128_g4_chunks_segments", "rk2v4-e8", shapes[1], kChunks, 0, 3.0f, 0, 0, 1, 4);
+  add("int4_d256_g8_history_window700_segments", "int4", shapes[2], kHistory, 0, 3.0f, 700, 0, 1, 6);
+  add("rk4v4_e8_d64_g1_history_window33_segments", "rk4v4-e8", shapes[0], kHistory, 0, 3.0f, 33, 0, 1, 2);
+  add("fp8_d128_g4_outliers_segments", "fp8", shapes[1], kHistory, 0, 3.0f, 0, 1, 1, 8);
   // Long prompts: 8K tokens as one chunk; 2K tokens over 6K cached, with a window.
   add("bf16_d128_g4_8k", "bf16", shapes[1], {{0, 8192}}, 0, 3.0f, 0, 0, 61);
   add("rk2v4_e8_d128_g4_8k", "rk2v4-e8", shapes[1], {{0, 8192}}, 0, 3.0f, 0, 0, 61);
@@ -74,18 +88,8 @@ std::vector<AttnCase> prefill_cases() {
 
 class PrefillAttentionTest : public ::testing::TestWithParam<AttnCase> {};
 
-// NOTE: opt-in until every format has passed on the GPU (the compressed kinds hung once, in
-// setmaxnreg; a hang takes the rest of a test run with it): NINFER_TEST_PREFILL_SM90=1, as
-// bench/gpu_session.sh's ptest stage sets it under short timeouts.
-#define NINFER_REQUIRE_PREFILL_SM90_OPT_IN()                                                   \
-  do {                                                                                       \
-    if (!std::getenv("NINFER_TEST_PREFILL_SM90"))                                            \
-      GTEST_SKIP() << "sm_90 prefill kernel tests are opt-in: set NINFER_TEST_PREFILL_SM90=1"; \
-  } while (0)
-
 TEST_P(PrefillAttentionTest, Sm90KernelWithinTwiceThePortableKernelsError) {
   NINFER_REQUIRE_GPU();
-  NINFER_REQUIRE_PREFILL_SM90_OPT_IN();
   const AttnCase c = GetParam();
   AttnFixture fx(c);
   SCOPED_TRACE(::testing::Message() << c.name << " seed " << fx.seed);
@@ -106,9 +110,11 @@ TEST_P(PrefillAttentionTest, Sm90KernelWithinTwiceThePortableKernelsError) {
   const test::AttnErr err =
       test::attention_error(out, c.window == 0 ? ref0 : test::attention_reference(fx, c.window));
   ASSERT_EQ(err.n_nan, 0u) << "unwritten or NaN outputs";
-  std::printf("[ prefill ] %-40s rel_l2 %.3e (portable %.3e, ratio %.2f) max_err %.2e splits %d\n", c.name, err.rel,
-              old_err.rel, err.rel / std::max(old_err.rel, 1e-30), err.max_err, splits1);
+  std::printf("[ prefill ] %-40s rel_l2 %.3e (portable %.3e, ratio %.2f) max_err %.2e splits %d segments %d\n",
+              c.name, err.rel, old_err.rel, err.rel / std::max(old_err.rel, 1e-30), err.max_err, splits1, fx.segments);
   EXPECT_LE(err.rel, 2.0 * old_err.rel) << "portable kernel's rel_l2 " << old_err.rel;
+  if (c.scratch_pages > 0) EXPECT_GT(fx.segments, 1) << "the forced scratch pool did not split the expansion";
+  if (std::string(c.fmt) != "bf16" && c.scratch_pages == 0) EXPECT_EQ(fx.segments, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, PrefillAttentionTest, ::testing::ValuesIn(prefill_cases()),
@@ -117,7 +123,6 @@ INSTANTIATE_TEST_SUITE_P(Cases, PrefillAttentionTest, ::testing::ValuesIn(prefil
 // Two runs of the same plan give the same bits (a race would show as a moving result).
 TEST(PrefillAttentionProps, RepeatedRunsAgreeBitwise) {
   NINFER_REQUIRE_GPU();
-  NINFER_REQUIRE_PREFILL_SM90_OPT_IN();
   for (const char* f : {"bf16", "rk2v4-e8"}) {
     AttnCase c{"perm", f, 128, 8, 2, {{100, 300}}, 0, 3.0f};
     AttnFixture a(c);

@@ -32,6 +32,7 @@
 #include "backend/cuda/e8p_tables.h"
 #include "backend/cuda/kv_codecs.cuh"
 #include "backend/cuda/kv_lowbit.cuh"
+#include "kv/workspace.h"
 #include "core/env.h"
 
 namespace ninfer::cuda {
@@ -87,18 +88,6 @@ struct KernelParams {
   float cap2;      // softcap * log2(e): the cap in the kernels' log2 units (0: none)
   float cap_k;     // 2 / softcap (softcap_log2)
 };
-
-// Logit soft-capping in the log2 domain: a score s (log2 units, s = s_nat log2(e)) becomes
-// c2 tanh(s / c2) with c2 = softcap log2(e), i.e. softcap tanh(s_nat / softcap) in log2 units,
-// computed as c2 - 2 c2 / (2^(s k) + 1), k = 2 / softcap (2^(s k) = e^(2 s_nat / softcap)).
-// ex2.approx (relative error ~2^-22) and the approximate division (~2 ulp) leave an absolute
-// error of a few 1e-7 c2 on the capped score, far below the bf16 rounding of Q (2^-9 relative).
-// Saturates cleanly: 2^(s k) = +inf gives c2 (the division returns 0), 0 gives -c2.
-__device__ __forceinline__ float softcap_log2(float s, float c2, float k) {
-  float e;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(e) : "f"(s * k));
-  return c2 - __fdividef(2.0f * c2, e + 1.0f);
-}
 
 // The lowest key a query row whose highest visible key is lim may see (AttnShape::window;
 // window 0: key 0). Rows past the chunk's end have lim = -1 and see nothing either way.
@@ -1344,11 +1333,8 @@ int occupancy_d(CacheKind kind, int cls, bool ext) {
   return cls == 0 ? occupancy_decode<D, 2>(kind, ext) : occupancy_of<D, 2, MTp>();
 }
 
-// The prefill-tile class on the sm_90 kernel (attention_prefill_sm90.cu), then the merge of
-// its splits (tiles of kPrefillSm90Rows rows).
-template <int D>
-void launch_prefill_sm90_class(const KernelParams& kp, const AttnShape& sh, int n_work, int n_pool_blocks,
-                               cudaStream_t s) {
+// The sm_90 kernel's parameters (attention_prefill_sm90.h) for the prefill-tile class of kp.
+PrefillSm90Params prefill_sm90_params(const KernelParams& kp, const AttnShape& sh, int n_work, int n_pool_blocks) {
   PrefillSm90Params pp;
   pp.q = kp.q;
   pp.q_ld = kp.q_ld;
@@ -1359,12 +1345,14 @@ void launch_prefill_sm90_class(const KernelParams& kp, const AttnShape& sh, int 
   pp.n_work = n_work;
   pp.n_heads = kp.n_heads;
   pp.n_kv_heads = kp.n_kv_heads;
-  pp.head_dim = D;
+  pp.head_dim = sh.head_dim;
   pp.group = kp.group;
   pp.q_rot = kp.q_rot;
   pp.o_rot = kp.o_rot;
   pp.window = sh.window;
   pp.scale_log2 = kp.scale_log2;
+  pp.cap2 = kp.cap2;
+  pp.cap_k = kp.cap_k;
   pp.n_splits = kp.n_splits;
   pp.out = kp.out;
   pp.out_ld = kp.out_ld;
@@ -1378,8 +1366,47 @@ void launch_prefill_sm90_class(const KernelParams& kp, const AttnShape& sh, int 
   pp.v_blk = kp.v_blk;
   pp.e8p_abs = kp.e8p_abs;
   pp.n_pool_blocks = n_pool_blocks;
-  launch_prefill_sm90(pp, s);
-  if (kp.n_splits > 1) launch_merge<D>(kp, n_work, kPrefillSm90Rows, s);
+  return pp;
+}
+
+void launch_merge_any(const KernelParams& kp, int head_dim, int n_work, int rows, cudaStream_t s) {
+  switch (head_dim) {
+    case 64: launch_merge<64>(kp, n_work, rows, s); break;
+    case 128: launch_merge<128>(kp, n_work, rows, s); break;
+    default: launch_merge<256>(kp, n_work, rows, s); break;
+  }
+}
+
+// The prefill-tile class on the sm_90 kernel. bf16 pages: the kernel on the pools, then the
+// merge of its splits. Other kinds: per segment of plan()'s, the segment's pages expanded into
+// the bf16 scratch pool, then the kernel on the scratch pool with the segment's tables and key
+// tiles, folding the earlier segments' partial (slot 0) in (one segment: the planned splits).
+void run_prefill_sm90(const KernelParams& kp, const AttnShape& sh, int n_work, int n_pool_blocks, const int32_t* base,
+                      const std::vector<PrefillSegment>& segs, uint16_t* scratch, int scratch_pages, cudaStream_t s) {
+  if (sh.kind == CacheKind::Bf16) {
+    launch_prefill_sm90(prefill_sm90_params(kp, sh, n_work, n_pool_blocks), s);
+    if (kp.n_splits > 1) launch_merge_any(kp, sh.head_dim, n_work, kPrefillSm90Rows, s);
+    return;
+  }
+  const size_t side = size_t(scratch_pages) * sh.n_kv_heads * kPage * sh.head_dim;
+  uint16_t* sk = scratch;
+  uint16_t* sv = scratch + side;
+  const PrefillSm90Params src = prefill_sm90_params(kp, sh, n_work, 0);
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const PrefillSegment& g = segs[i];
+    launch_prefill_expand(src, base + g.pairs_off, g.n_pairs, sk, sv, s);
+    PrefillSm90Params pp = prefill_sm90_params(kp, sh, n_work, scratch_pages * sh.n_kv_heads);
+    pp.kind = CacheKind::Bf16;
+    pp.k_pool = reinterpret_cast<const uint8_t*>(sk);
+    pp.v_pool = reinterpret_cast<const uint8_t*>(sv);
+    pp.tables = base + g.table_off;
+    pp.kt_seg_lo = g.kt_lo;
+    pp.kt_seg_hi = g.kt_hi;
+    pp.seg_acc = i > 0 ? 1 : 0;
+    pp.seg_to_part = i + 1 < segs.size() ? 1 : 0;
+    launch_prefill_sm90(pp, s);
+  }
+  if (segs.size() == 1 && kp.n_splits > 1) launch_merge_any(kp, sh.head_dim, n_work, kPrefillSm90Rows, s);
 }
 
 int mt_for(int cls, int head_dim) { return cls == 0 ? 1 : (head_dim == 256 ? 2 : 4); }
@@ -1416,13 +1443,14 @@ PagedAttention::PagedAttention(const AttnShape& shape) : shape_(shape) {
     cls_[c].slots = occ * num_sms_;
   }
   slots_prefill_[0] = cls_[1].slots;
-  if (prefill_sm90_available()) slots_prefill_[1] = prefill_sm90_ctas_per_sm(shape.head_dim, shape.kind) * num_sms_;
+  if (prefill_sm90_available()) slots_prefill_[1] = prefill_sm90_ctas_per_sm(shape.head_dim) * num_sms_;
 }
 
 PagedAttention::~PagedAttention() {
   if (pinned_) cudaFreeHost(pinned_);
   if (d_meta_) cudaFree(d_meta_);
   if (d_part_) cudaFree(d_part_);
+  if (d_scratch_) cudaFree(d_scratch_);
 }
 
 void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, cudaStream_t s) {
@@ -1437,6 +1465,10 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
   // 1 (kWorkInts each, 16-byte aligned).
   host_meta_.clear();
   int max_pages[2] = {0, 0};  // the most pages a work item of the class walks (those its rows see)
+  struct PSeq {
+    int toff, first, last;  // its table's offset; the first and last page its rows see
+  };
+  std::vector<PSeq> pseqs;  // the prefill class's chunks
   for (Class& c : cls_) c.work.clear();
   size_t toff = 0;
   for (int i = 0; i < n_seqs; ++i) {
@@ -1448,6 +1480,10 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     for (int b = 0; b < q.n_blocks; ++b) max_page = std::max(max_page, int(q.block_table[b]));
     const int rows = q.n_tokens * g;
     const int cls = rows <= 16 ? 0 : 1;
+    if (cls == 1) {  // the pages its rows see, for the expansion into the scratch pool
+      const int lo = shape_.window > 0 ? std::max(0, q.start_pos - shape_.window + 1) : 0;
+      pseqs.push_back({int(toff), lo / kPage, need - 1});
+    }
     const int M = cls_[cls].rows;
     for (int r0 = 0; r0 < rows; r0 += M) {
       // The tile's rows see keys [lo, n_keys): lo from its first row's window (0 without one).
@@ -1523,11 +1559,77 @@ void PagedAttention::plan(const AttnSeq* seqs, int n_seqs, int n_tokens_total, c
     }
     if (c == 0 && cls_[0].rows == kCompRows && forced_cap_ >= 0) k.ctas_per_sm = forced_cap_;
   }
+  // Compressed kinds on the sm_90 prefill kernel: the pages the prefill class sees, expanded to
+  // bf16 into a scratch pool of at most kPrefillScratchBytes (run_prefill_sm90). When they all
+  // fit, one segment holds them and the planned splits stand; otherwise segments of L pages of
+  // every chunk, one after the other, each folding the last one's partial (one split each).
+  segs_.clear();
+  std::vector<int32_t> seg_meta;  // the remapped tables, then per segment its (source, scratch) page pairs
+  if (prefill_sm90_ && shape_.kind != CacheKind::Bf16 && !pseqs.empty()) {
+    const size_t page_bytes = size_t(shape_.n_kv_heads) * kPage * shape_.head_dim * 2 * 2;  // K and V, bf16
+    const int cap = std::max(2, forced_scratch_pages_ > 0 ? forced_scratch_pages_ : int(kPrefillScratchBytes / page_bytes)) / 2 * 2;
+    long total = 0;
+    int max_last = 0;
+    for (const PSeq& q : pseqs) {
+      total += q.last - q.first + 1;
+      max_last = std::max(max_last, q.last);
+    }
+    const bool one = total <= cap;
+    const int L = one ? max_last + 1 : std::max(2, cap / int(pseqs.size()) / 2 * 2);
+    const int ppt = shape_.head_dim == 256 ? 1 : 2;  // pages per key tile of the kernel
+    // One table for every segment: scratch ids packed in order (one segment), or chunk i's page
+    // pg at i L + pg % L (several: a segment holds L pages of each chunk at most).
+    seg_meta.assign(toff, 0);
+    int used = 0;
+    for (size_t i = 0; i < pseqs.size(); ++i)
+      for (int pg = pseqs[i].first; pg <= pseqs[i].last; ++pg)
+        seg_meta[pseqs[i].toff + pg] = one ? used++ : int(i) * L + pg % L;
+    if (!one) used = int(pseqs.size()) * L;
+    for (int s0 = 0; s0 <= max_last; s0 += L) {
+      PrefillSegment g;
+      g.kt_lo = one ? 0 : s0 / ppt;
+      g.kt_hi = one ? (1 << 30) : (s0 + L) / ppt;
+      g.table_off = 0;
+      seg_meta.resize((seg_meta.size() + 3) / 4 * 4);
+      g.pairs_off = seg_meta.size();
+      for (const PSeq& q : pseqs) {
+        for (int pg = std::max(q.first, s0); pg <= std::min(q.last, s0 + L - 1); ++pg) {
+          const int32_t src = host_meta_[q.toff + pg], dst = seg_meta[q.toff + pg];
+          seg_meta.push_back(src);
+          seg_meta.push_back(dst);
+          ++g.n_pairs;
+        }
+      }
+      if (g.n_pairs == 0) {
+        seg_meta.resize(g.pairs_off);
+        continue;
+      }
+      segs_.push_back(g);
+    }
+    if (segs_.size() > 1) {
+      cls_[1].splits = 1;
+      part_need = std::max(part_need, size_t(n_rows_total_) * (size_t(shape_.head_dim) + 2) * 4);
+    }
+    if (used > scratch_pages_) {
+      if (d_scratch_) NINFER_CUDA_CHECK(cudaFree(d_scratch_));
+      d_scratch_ = nullptr;
+      NINFER_CUDA_CHECK(cudaMalloc(&d_scratch_, size_t(used) * page_bytes));
+      NINFER_CUDA_CHECK(cudaMemsetAsync(d_scratch_, 0, size_t(used) * page_bytes, s));  // finite everywhere
+      scratch_pages_ = used;
+    }
+  }
   if (part_need > d_part_bytes_) {
     if (d_part_) NINFER_CUDA_CHECK(cudaFree(d_part_));
     d_part_ = nullptr;
     NINFER_CUDA_CHECK(cudaMalloc(&d_part_, part_need));
     d_part_bytes_ = part_need;
+  }
+  host_meta_.resize((host_meta_.size() + 3) / 4 * 4);
+  const size_t seg_base = host_meta_.size();
+  host_meta_.insert(host_meta_.end(), seg_meta.begin(), seg_meta.end());
+  for (PrefillSegment& g : segs_) {
+    g.pairs_off += seg_base;
+    g.table_off += seg_base;
   }
   const size_t bytes = host_meta_.size() * 4;
   if (bytes > pinned_bytes_) {
@@ -1591,12 +1693,9 @@ void PagedAttention::run(const float* q, int q_ld, const uint8_t* k_pool, const 
     kp.window = shape_.window;
     kp.cap2 = shape_.softcap > 0.0f ? shape_.softcap * kLog2e : 0.0f;
     kp.cap_k = shape_.softcap > 0.0f ? 2.0f / shape_.softcap : 0.0f;
-    if (c == 1 && prefill_sm90_ && shape_.softcap == 0.0f) {  // the sm_90 kernel has no soft cap yet
-      switch (shape_.head_dim) {
-        case 64: launch_prefill_sm90_class<64>(kp, shape_, k.n_work, n_pool_blocks_, s); break;
-        case 128: launch_prefill_sm90_class<128>(kp, shape_, k.n_work, n_pool_blocks_, s); break;
-        default: launch_prefill_sm90_class<256>(kp, shape_, k.n_work, n_pool_blocks_, s); break;
-      }
+    if (c == 1 && prefill_sm90_) {
+      run_prefill_sm90(kp, shape_, k.n_work, n_pool_blocks_, static_cast<const int32_t*>(d_meta_), segs_, d_scratch_,
+                       scratch_pages_, s);
       continue;
     }
     switch (shape_.head_dim) {

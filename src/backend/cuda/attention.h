@@ -107,6 +107,17 @@ struct AttnShape {
   float softcap = 0.0f;  // scores s (after the 1/sqrt(head_dim) scale) become softcap * tanh(s / softcap) before the softmax; 0: none
 };
 
+// The sm_90 prefill kernel reads bf16 pages only: pages of the other kinds are expanded per
+// layer into a bf16 scratch pool of at most kPrefillScratchBytes (kv/workspace.h, K and V), a
+// segment of key pages at a time when a batch's prefill chunks see more (PagedAttention::plan).
+// One segment of that expansion, offsets in ints into the plan's device metadata: n_pairs
+// (source page id, scratch page id) pairs, the chunks' page tables remapped to scratch ids (one
+// table for every segment), and the kernel's key tiles [kt_lo, kt_hi).
+struct PrefillSegment {
+  size_t pairs_off = 0, table_off = 0;
+  int n_pairs = 0, kt_lo = 0, kt_hi = 0;
+};
+
 // Plans once per batch (plan(): uploads block tables and the work list), then runs per layer.
 class PagedAttention {
  public:
@@ -140,11 +151,15 @@ class PagedAttention {
   // most n; attention.cu, pad_for_ctas_per_sm).
   void force_cta_cap(int n) { forced_cap_ = n; }
   // Tests and benchmarks, before plan(): the prefill-tile kernel (0: automatic, the sm_90
-  // kernel where available and NINFER_CUDA_PREFILL_SM90=1 (default 0 for now); 1: the portable
+  // kernel where available unless NINFER_CUDA_PREFILL_SM90=0; 1: the portable
   // kernel; 2: the sm_90 kernel, or the portable one where it is not available).
   // prefill_sm90() says what the last plan() chose.
   void force_prefill_kernel(int k) { forced_prefill_ = k; }
   bool prefill_sm90() const { return prefill_sm90_; }
+  // Tests, before plan(): the scratch pool's capacity in pages (0: kPrefillScratchBytes' worth),
+  // so that small inputs take the several-segment path. prefill_segments(): the last plan's.
+  void force_prefill_scratch_pages(int n) { forced_scratch_pages_ = n; }
+  int prefill_segments() const { return int(segs_.size()); }
   int splits(int cls) const { return cls_[cls].splits; }  // cls 0: decode tiles, 1: prefill tiles
   const AttnShape& shape() const { return shape_; }
   // Everything run() bakes into its launches besides the device metadata it reads: buffers,
@@ -153,7 +168,8 @@ class PagedAttention {
     return {uintptr_t(d_meta_), uintptr_t(d_part_), uintptr_t(n_rows_total_), uintptr_t(cls_[0].n_work),
             uintptr_t(cls_[0].splits), uintptr_t(cls_[1].n_work), uintptr_t(cls_[1].splits),
             uintptr_t(cls_[0].d_work), uintptr_t(cls_[1].d_work), uintptr_t(d_tables_),
-            uintptr_t(cls_[0].ctas_per_sm), uintptr_t(prefill_sm90_), uintptr_t(n_pool_blocks_)};
+            uintptr_t(cls_[0].ctas_per_sm), uintptr_t(prefill_sm90_), uintptr_t(n_pool_blocks_),
+            uintptr_t(d_scratch_), uintptr_t(scratch_pages_), uintptr_t(segs_.size())};
   }
 
  private:
@@ -188,6 +204,10 @@ class PagedAttention {
   const uint2* e8p_sgn_ = nullptr;
   float* d_part_ = nullptr;  // [splits][n_rows_total][head_dim] partial O, then [splits][n_rows_total][2] (m, l)
   size_t d_part_bytes_ = 0;
+  std::vector<PrefillSegment> segs_;  // the last plan's expansion segments (compressed kinds, sm_90 kernel)
+  int forced_scratch_pages_ = 0;
+  uint16_t* d_scratch_ = nullptr;  // bf16 scratch pool: K [scratch_pages_][n_kv_heads][64][D], then V
+  int scratch_pages_ = 0;
 };
 
 }  // namespace ninfer::cuda

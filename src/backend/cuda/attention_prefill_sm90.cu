@@ -8,12 +8,13 @@
 // kernel of attention.cu orders them) of one chunk and kv head, and one KV split (a range of
 // key tiles). Its 384 threads are three warpgroups:
 //  - warpgroup 0, the producer: fills a ring of STAGES shared K/V tiles of BN keys (BN = 128,
-//    two pages; 64 at head_dim 256). bf16 pages are copied as stored by the bulk tensor copy
-//    engine (one 3-d tensor map per pool: [blocks][64 slots][D], boxes of 64 slots x 64
-//    columns, 128-byte swizzle) completing on the stage's `full` mbarrier; every other format
-//    is loaded by the producer's 128 threads and expanded to bf16 with the codecs' own device
-//    functions (kv_codecs.cuh expand_block8, kv_lowbit.cuh expand_lowbit8), written in the
-//    same swizzled layout, then fence.proxy.async and an arrive on `full`.
+//    two pages; 64 at head_dim 256) from bf16 pages, as stored, by the bulk tensor copy engine
+//    (one 3-d tensor map per pool: [blocks][64 slots][D], boxes of 64 slots x 64 columns,
+//    128-byte swizzle) completing on the stage's `full` mbarrier. Pages of the other formats
+//    are first expanded once per layer into a bf16 scratch pool by prefill_expand_kernel
+//    (PagedAttention::run; the codecs' own device functions, kv_codecs.cuh expand_block8,
+//    kv_lowbit.cuh expand_lowbit8): expanding them in this kernel's producer cost every CTA
+//    of a kv head the whole walk again (7-9x the bf16 time at 32K on the H200).
 //  - warpgroups 1 and 2, the consumers, 64 rows each: Q (fp32, post rope) is loaded, rotated
 //    by the format's K rotation in registers, rounded to bf16 and stored once in shared
 //    memory; per key tile S = Q K^T by wgmma (m64nBNk16, A and B from shared memory, fp32
@@ -68,22 +69,17 @@ struct PfCfg {
 };
 
 // Registers per thread after setmaxnreg: the consumers hold O (D / 2), S (BN / 2) and P
-// (BN / 4) per thread; the expanding producer of the other kinds needs more than the copy
-// engine's issuing thread. NOTE: setmaxnreg.inc only takes registers the CTA itself released,
-// so the three warpgroups' budgets must sum to at most the launch allocation, 384 threads x 168
-// (__launch_bounds__(384, 1)) = 128 x 504; asking for more hangs the consumers in setmaxnreg
-// (seen on the H200: the 65536-register split 80 + 2 x 216 never started).
+// (BN / 4) per thread; the producer is one issuing thread. NOTE: setmaxnreg.inc only takes
+// registers the CTA itself released, so the three warpgroups' budgets must sum to at most the
+// launch allocation, 384 threads x 168 (__launch_bounds__(384, 1)) = 128 x 504; asking for
+// more hangs the consumers in setmaxnreg (seen on the H200: 80 + 2 x 216 never started).
 constexpr int kRegBudget128 = 504;
-template <int D, int KIND>
-constexpr int consumer_regs() { return KIND == 0 ? 240 : (D == 256 ? 224 : (D == 128 ? 216 : 224)); }
-static_assert(24 + 2 * 240 <= kRegBudget128, "bf16 register split");
-template <int D, int KIND>
-constexpr int producer_regs() { return KIND == 0 ? 24 : kRegBudget128 - 2 * consumer_regs<D, KIND>(); }
+constexpr int kConsumerRegs = 240, kProducerRegs = 24;
+static_assert(kProducerRegs + 2 * kConsumerRegs <= kRegBudget128, "register split");
 
-
-// One unit of the expanding producer: 8 consecutive values (chunk c) of key row r of a
-// stored block, raw (codes and the scale bits that cover them), loaded before any is decoded
-// so that a batch of loads is in flight at once.
+// One unit of the expansion (prefill_expand_kernel): 8 consecutive values (chunk c) of key row
+// r of a stored block, raw (codes and the scale bits that cover them), loaded before any is
+// decoded so that a batch of loads is in flight at once.
 struct RawUnit {
   uint2 code;
   uint32_t sc;
@@ -142,6 +138,39 @@ __device__ __forceinline__ uint4 expand_unit(const PrefillSm90Params& p, int sid
     w.w = cvt_bf16x2(v[6], v[7]);
   }
   return w;
+}
+
+// One (page, kv head) block of a compressed pool expanded to the bf16 page layout
+// ([64 slots][D], row-major) of a scratch pool: grid (pair, kv head, side), pairs[2 i] the
+// source page id, pairs[2 i + 1] the scratch page id. The values are the formats' own
+// expansions rounded to bf16 (the prefill error budget's "dequantised values rounded to bf16"),
+// still in the rotated basis: the attention kernel rotates Q and O as for the stored pages.
+template <int D>
+__global__ void __launch_bounds__(128) prefill_expand_kernel(const __grid_constant__ PrefillSm90Params p,
+                                                             const int32_t* __restrict__ pairs, uint16_t* dst_k,
+                                                             uint16_t* dst_v) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int CPR = D / 8, NU = kCachePageSize * CPR / 128, BATCH = NU < 8 ? NU : 8;
+  const int side = blockIdx.z, kvh = blockIdx.y;
+  const int2 pr = *reinterpret_cast<const int2*>(pairs + 2 * blockIdx.x);
+  const size_t bb = side == 0 ? size_t(p.k_blk) : size_t(p.v_blk);
+  const uint8_t* blk = (side == 0 ? p.k_pool : p.v_pool) + (size_t(pr.x) * p.n_kv_heads + kvh) * bb;
+  uint16_t* dst = (side == 0 ? dst_k : dst_v) + (size_t(pr.y) * p.n_kv_heads + kvh) * kCachePageSize * D;
+#pragma unroll 1
+  for (int u0 = 0; u0 < NU; u0 += BATCH) {
+    RawUnit raw[BATCH];
+#pragma unroll
+    for (int i = 0; i < BATCH; ++i) {
+      const int u = threadIdx.x + 128 * (u0 + i);
+      raw[i] = load_unit(p, side, blk, u / CPR, u % CPR, D);
+    }
+#pragma unroll
+    for (int i = 0; i < BATCH; ++i) {
+      const int u = threadIdx.x + 128 * (u0 + i);
+      *reinterpret_cast<uint4*>(dst + size_t(u) * 8) = expand_unit(p, side, raw[i]);
+    }
+  }
+#endif
 }
 
 // The butterflies of a normalised Hadamard transform of length n (D, or 64 per group) on one
@@ -235,8 +264,7 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
   else sm90::wgmma_rs_n256(d, a, db);
 }
 
-// KIND 0: bf16 pages through the copy engine; 1: every other kind, expanded by the producer.
-template <int D, int KIND>
+template <int D>
 __global__ void __launch_bounds__(kThreadsPf, 1)
     prefill_sm90_kernel(const __grid_constant__ PrefillSm90Params p, const __grid_constant__ CUtensorMap tm_k,
                         const __grid_constant__ CUtensorMap tm_v) {
@@ -258,15 +286,16 @@ __global__ void __launch_bounds__(kThreadsPf, 1)
   const int row_end = min(row0 + 128, R);
   const int pos_lo = start + row0 / G, pos_hi = start + (row_end - 1) / G;  // positions of the tile's rows
   const int k_lo = p.window > 0 ? max(0, pos_lo - p.window + 1) : 0;
-  const int kt_lo = k_lo / BN, n_kt = pos_hi / BN + 1 - kt_lo;
+  // The key tiles the rows see, within this launch's segment [kt_seg_lo, kt_seg_hi).
+  const int kt_lo = max(k_lo / BN, p.kt_seg_lo), n_kt = max(0, min(pos_hi / BN + 1, p.kt_seg_hi) - kt_lo);
   const int per = (n_kt + p.n_splits - 1) / p.n_splits;
   const int kt_begin = kt_lo + min(n_kt, split * per), kt_end = kt_lo + min(n_kt, split * per + per);
   const int n_it = kt_end - kt_begin;
-  const int last_page = pos_hi / kCachePageSize;
+  const int first_page = k_lo / kCachePageSize, last_page = pos_hi / kCachePageSize;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      sm90::mbar_init(bar_full + 8 * s, KIND == 0 ? 1 : 128);
+      sm90::mbar_init(bar_full + 8 * s, 1);
       sm90::mbar_init(bar_empty + 8 * s, 8);  // one arrive per consumer warp
     }
     sm90::fence_barrier_init();
@@ -276,15 +305,17 @@ __global__ void __launch_bounds__(kThreadsPf, 1)
   const int wg = threadIdx.x / 128, lane = threadIdx.x % 32;
   if (wg == 0) {
     // ================= producer =================
-    sm90::regs_dec<producer_regs<D, KIND>()>();
-    if constexpr (KIND == 0) {
+    sm90::regs_dec<kProducerRegs>();
+    {
       if (threadIdx.x == 0) {
         int nx[PPT];
         auto page_ids = [&](int kt, int (&ids)[PPT]) {
 #pragma unroll
           for (int q = 0; q < PPT; ++q) {
             const int pg = kt * PPT + q;
-            ids[q] = table[pg <= last_page ? pg : kt * PPT];  // past the end: a valid page, masked
+            // A tile's pages below the first one its rows see (a window's; such pages may be
+            // freed) or past the last: the nearest page they see instead (finite, masked).
+            ids[q] = table[min(max(pg, first_page), last_page)];
           }
         };
         if (n_it > 0) page_ids(kt_begin, nx);
@@ -310,53 +341,12 @@ __global__ void __launch_bounds__(kThreadsPf, 1)
           }
         }
       }
-    } else {
-      const int tp = threadIdx.x;
-      constexpr int CPR = D / 8;                       // 8-value chunks per row
-      constexpr int NU = BN * CPR / 128;               // units per thread per side
-      constexpr int BATCH = producer_regs<D, KIND>() < 80 ? 4 : 8;  // loads in flight per thread
-      for (int it = 0; it < n_it; ++it) {
-        const int stage = it % STAGES;
-        const uint32_t parity = uint32_t(it / STAGES) & 1u;
-        const int kt = kt_begin + it;
-        // The tile's (page, kv head) blocks: page 0 and (PPT 2) page 1 of the tile, per side.
-        const int pg0 = kt * PPT, pg1 = pg0 + PPT - 1;
-        const size_t b0 = size_t(table[pg0]) * p.n_kv_heads + kvh;
-        const size_t b1 = PPT == 1 ? b0 : size_t(table[pg1 <= last_page ? pg1 : pg0]) * p.n_kv_heads + kvh;
-        sm90::mbar_wait(bar_empty + 8 * stage, parity ^ 1u);
-        uint8_t* st = sm + C::oStage + stage * C::kStage;
-#pragma unroll 1
-        for (int side = 0; side < 2; ++side) {
-          uint8_t* dst = st + side * C::kSide;
-          const uint8_t* pool = side == 0 ? p.k_pool : p.v_pool;
-          const size_t bb = side == 0 ? size_t(p.k_blk) : size_t(p.v_blk);
-          const uint8_t* blk0 = pool + b0 * bb;
-          const uint8_t* blk1 = pool + b1 * bb;
-#pragma unroll 1
-          for (int u0 = 0; u0 < NU; u0 += BATCH) {
-            RawUnit raw[BATCH];
-#pragma unroll
-            for (int i = 0; i < BATCH; ++i) {
-              const int u = tp + 128 * (u0 + i), r = u / CPR, c = u % CPR;
-              raw[i] = load_unit(p, side, r < 64 ? blk0 : blk1, r % 64, c, D);
-            }
-#pragma unroll
-            for (int i = 0; i < BATCH; ++i) {
-              const int u = tp + 128 * (u0 + i), r = u / CPR, c = u % CPR;
-              const uint4 w = expand_unit(p, side, raw[i]);
-              *reinterpret_cast<uint4*>(dst + (c / 8) * C::KVBLK + r * 128 + (((c % 8) ^ (r % 8)) * 16)) = w;
-            }
-          }
-        }
-        sm90::fence_proxy_async();
-        sm90::mbar_arrive(bar_full + 8 * stage);
-      }
     }
     return;
   }
 
   // ================= consumers: warpgroup cw (0, 1) owns rows [64 cw, 64 cw + 64) =================
-  sm90::regs_inc<consumer_regs<D, KIND>()>();
+  sm90::regs_inc<kConsumerRegs>();
   const int cw = wg - 1, wq = (threadIdx.x / 32) % 4, gq = lane / 4, cq = lane % 4;
 
   // ---- Q: fp32 -> K rotation -> bf16, swizzled [D / 64][128 rows][128 B] ----
@@ -407,7 +397,7 @@ __global__ void __launch_bounds__(kThreadsPf, 1)
   const int grA = row0 + 64 * cw + 16 * wq + gq, grB = grA + 8;
   const int posA = grA < R ? start + grA / G : -1, posB = grB < R ? start + grB / G : -1;
   const bool rows_full = row0 + 128 <= R;
-  const float sl2 = p.scale_log2;
+  const float sl2 = p.cap2 != 0.0f ? 1.0f : p.scale_log2;  // capped scores are in log2 units already
 
   float o[D / 2];
 #pragma unroll
@@ -449,6 +439,10 @@ __global__ void __launch_bounds__(kThreadsPf, 1)
   // sums; returns the rescale factors of O's two rows.
   auto softmax = [&](int it, float& alA, float& alB) {
     const int key0 = (kt_begin + it) * BN;
+    if (p.cap2 != 0.0f) {  // soft cap (before the mask: a capped -inf would be -cap), log2 units
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) s[i] = softcap_log2(s[i] * p.scale_log2, p.cap2, p.cap_k);
+    }
     const bool full = rows_full && key0 + BN - 1 <= pos_lo && (p.window <= 0 || key0 > pos_hi - p.window);
     if (!full) {
 #pragma unroll
@@ -571,7 +565,32 @@ __global__ void __launch_bounds__(kThreadsPf, 1)
   lA += __shfl_xor_sync(0xffffffffu, lA, 2);
   lB += __shfl_xor_sync(0xffffffffu, lB, 1);
   lB += __shfl_xor_sync(0xffffffffu, lB, 2);
-  if (p.n_splits == 1) {
+  const size_t growA = size_t(tok0 + grA / G) * p.n_heads + kvh * G + grA % G;
+  const size_t growB = size_t(tok0 + grB / G) * p.n_heads + kvh * G + grB % G;
+  if (p.seg_acc) {
+    // Earlier segments' (O, m, l) of these rows, from partial slot 0, folded into this one's.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int gr = h == 0 ? grA : grB;
+      if (gr >= R) continue;
+      const size_t grow = h == 0 ? growA : growB;
+      const float2 ml = *reinterpret_cast<const float2*>(p.part_ml + grow * 2);
+      float& m = h == 0 ? mA : mB;
+      float& l = h == 0 ? lA : lB;
+      const float mx = fmaxf(m, ml.x), base = mx == -INFINITY ? 0.0f : mx;
+      const float a = fast_exp2(ml.x - base), b = fast_exp2(m - base);
+      const float* src = p.part_o + grow * D + 2 * cq;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        const float2 v = *reinterpret_cast<const float2*>(src + 8 * j);
+        o[4 * j + 2 * h] = fmaf(o[4 * j + 2 * h], b, v.x * a);
+        o[4 * j + 2 * h + 1] = fmaf(o[4 * j + 2 * h + 1], b, v.y * a);
+      }
+      l = l * b + ml.y * a;
+      m = mx;
+    }
+  }
+  if (p.n_splits == 1 && !p.seg_to_part) {
     const float iA = lA > 0.0f ? 1.0f / lA : 0.0f, iB = lB > 0.0f ? 1.0f / lB : 0.0f;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
@@ -595,8 +614,7 @@ __global__ void __launch_bounds__(kThreadsPf, 1)
     for (int h = 0; h < 2; ++h) {
       const int gr = h == 0 ? grA : grB;
       if (gr >= R) continue;
-      const size_t grow = size_t(tok0 + gr / G) * p.n_heads + kvh * G + gr % G;
-      const size_t prow = size_t(split) * p.n_rows_total + grow;
+      const size_t prow = size_t(split) * p.n_rows_total + (h == 0 ? growA : growB);
       float* dst = p.part_o + prow * D + 2 * cq;
 #pragma unroll
       for (int j = 0; j < D / 8; ++j)
@@ -639,42 +657,37 @@ CUtensorMap pool_map(const uint8_t* pool, int D, int n_blocks) {
   return m;
 }
 
-template <int D, int KIND>
+template <int D>
 void configure() {
   static bool done = false;  // NOTE: per instantiation; the attribute is per function
   if (!done) {
-    NINFER_CUDA_CHECK(cudaFuncSetAttribute(prefill_sm90_kernel<D, KIND>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           PfCfg<D>::kBytes));
+    NINFER_CUDA_CHECK(
+        cudaFuncSetAttribute(prefill_sm90_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, PfCfg<D>::kBytes));
     done = true;
   }
 }
 
-template <int D, int KIND>
-void launch_dk(const PrefillSm90Params& p, cudaStream_t s) {
-  configure<D, KIND>();
-  CUtensorMap mk{}, mv{};
-  if constexpr (KIND == 0) {
-    mk = pool_map(p.k_pool, D, p.n_pool_blocks);
-    mv = pool_map(p.v_pool, D, p.n_pool_blocks);
-  }
+template <int D>
+void launch_d(const PrefillSm90Params& p, cudaStream_t s) {
+  configure<D>();
+  const CUtensorMap mk = pool_map(p.k_pool, D, p.n_pool_blocks), mv = pool_map(p.v_pool, D, p.n_pool_blocks);
   const dim3 grid(unsigned(p.n_work), unsigned(p.n_kv_heads), unsigned(p.n_splits));
-  prefill_sm90_kernel<D, KIND><<<grid, kThreadsPf, PfCfg<D>::kBytes, s>>>(p, mk, mv);
+  prefill_sm90_kernel<D><<<grid, kThreadsPf, PfCfg<D>::kBytes, s>>>(p, mk, mv);
   NINFER_CUDA_LAUNCH_CHECK();
 }
 
-template <int D, int KIND>
+template <int D>
 int occupancy() {
-  configure<D, KIND>();
+  configure<D>();
   int n = 0;
-  NINFER_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prefill_sm90_kernel<D, KIND>, kThreadsPf, PfCfg<D>::kBytes));
+  NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prefill_sm90_kernel<D>, kThreadsPf, PfCfg<D>::kBytes));
   return n;
 }
 
 }  // namespace
 
 bool prefill_sm90_default() {
-  static const bool v = env_switch("NINFER_CUDA_PREFILL_SM90", false);
+  static const bool v = env_switch("NINFER_CUDA_PREFILL_SM90", true);
   return v;
 }
 
@@ -689,27 +702,38 @@ bool prefill_sm90_available() {
   return v;
 }
 
-int prefill_sm90_ctas_per_sm(int head_dim, CacheKind kind) {
-  const bool bf = kind == CacheKind::Bf16;
+int prefill_sm90_ctas_per_sm(int head_dim) {
   switch (head_dim) {
-    case 64: return bf ? occupancy<64, 0>() : occupancy<64, 1>();
-    case 128: return bf ? occupancy<128, 0>() : occupancy<128, 1>();
-    default: return bf ? occupancy<256, 0>() : occupancy<256, 1>();
+    case 64: return occupancy<64>();
+    case 128: return occupancy<128>();
+    default: return occupancy<256>();
   }
 }
 
 void launch_prefill_sm90(const PrefillSm90Params& params, cudaStream_t s) {
-  // NINFER_CUDA_PREFILL_PIPE=1: the overlapped consumer schedule (not yet run on a GPU); the
-  // default is the one-tile-at-a-time schedule, the one the tests have passed on the H200.
+  // NINFER_CUDA_PREFILL_PIPE=1: the overlapped consumer schedule; the default is the
+  // one-tile-at-a-time schedule.
   static const bool pipe = env_switch("NINFER_CUDA_PREFILL_PIPE", false);
+  if (params.kind != CacheKind::Bf16) throw std::runtime_error("launch_prefill_sm90: bf16 pages only (expand others first)");
   PrefillSm90Params p = params;
   p.pipe = pipe ? 1 : 0;
-  const bool bf = p.kind == CacheKind::Bf16;
   switch (p.head_dim) {
-    case 64: bf ? launch_dk<64, 0>(p, s) : launch_dk<64, 1>(p, s); break;
-    case 128: bf ? launch_dk<128, 0>(p, s) : launch_dk<128, 1>(p, s); break;
-    default: bf ? launch_dk<256, 0>(p, s) : launch_dk<256, 1>(p, s); break;
+    case 64: launch_d<64>(p, s); break;
+    case 128: launch_d<128>(p, s); break;
+    default: launch_d<256>(p, s); break;
   }
+}
+
+void launch_prefill_expand(const PrefillSm90Params& src, const int32_t* pairs, int n_pairs, uint16_t* dst_k,
+                           uint16_t* dst_v, cudaStream_t s) {
+  if (n_pairs <= 0) return;
+  const dim3 grid(unsigned(n_pairs), unsigned(src.n_kv_heads), 2u);
+  switch (src.head_dim) {
+    case 64: prefill_expand_kernel<64><<<grid, 128, 0, s>>>(src, pairs, dst_k, dst_v); break;
+    case 128: prefill_expand_kernel<128><<<grid, 128, 0, s>>>(src, pairs, dst_k, dst_v); break;
+    default: prefill_expand_kernel<256><<<grid, 128, 0, s>>>(src, pairs, dst_k, dst_v); break;
+  }
+  NINFER_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace ninfer::cuda

@@ -40,6 +40,18 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Logit soft-capping in the log2 domain: a score s (log2 units, s = s_nat log2(e)) becomes
+// c2 tanh(s / c2) with c2 = softcap log2(e), i.e. softcap tanh(s_nat / softcap) in log2 units,
+// computed as c2 - 2 c2 / (2^(s k) + 1), k = 2 / softcap (2^(s k) = e^(2 s_nat / softcap)).
+// ex2.approx (relative error ~2^-22) and the approximate division (~2 ulp) leave an absolute
+// error of a few 1e-7 c2 on the capped score, far below the bf16 rounding of Q (2^-9 relative).
+// Saturates cleanly: 2^(s k) = +inf gives c2 (the division returns 0), 0 gives -c2.
+__device__ __forceinline__ float softcap_log2(float s, float c2, float k) {
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(e) : "f"(s * k));
+  return c2 - __fdividef(2.0f * c2, e + 1.0f);
+}
+
 // Asks the L2 for the line holding ptr (no register, nothing to wait for).
 __device__ __forceinline__ void prefetch_l2(const void* ptr) { asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr)); }
 
