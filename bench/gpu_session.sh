@@ -22,6 +22,9 @@
 # e2e:   random Llama-3-8B checkpoint, end-to-end prefill/decode bench -> $OUT/e2e.txt
 # e2ec:  the same random checkpoint, decode at 32K depth with each of E2E_FORMATS (default
 #        bf16,int8,int4,rk4v4-e8,rk2v4-e8) -> $OUT/e2e.txt
+# long:  the same random checkpoint, one LONG_PROMPT-token prompt (default 1048576) with
+#        LONG_FORMAT (default rk2v4-e8) prefilled once in LONG_CHUNK chunks (default 8192), then 32
+#        decode steps on it (bench --once: wall time and peak memory) -> $OUT/long.txt
 # ctxmax: the same random checkpoint, for each of E2E_FORMATS and each of CTX_BUDGETS (default
 #        "24GiB 32GiB"): the largest context the budget holds, allocated and decoded at
 #        (bench --memory-budget B --max-depth --fill-from 4096 --chunk 1024) -> $OUT/ctxmax.txt
@@ -228,6 +231,22 @@ for stage in "$@"; do
     run_e2e 32k-bf16 "NINFER_CUDA_GEMV=1" --prompt 32768 --gen 64 --depth 32768 --repeats 1 --chunk 8192
     run_e2e 32k-int8 "NINFER_CUDA_GEMV=1" --kv-dtype int8 --prompt 0 --gen 64 --depth 32768 --chunk 8192
     stamp "e2e done" ;;
+  long)
+    stamp long
+    CK=/tmp/llama3-8b-random
+    [ -f $CK/model.safetensors ] || timeout 200 "$BIN/ninfer" make-random-checkpoint -o $CK \
+        --tokenizer-from "$NINFER_SHARED_DIR/models/stories260k" 2>&1 | tail -2
+    args=(bench -m $CK --device cuda --json --once --kv-dtype "${LONG_FORMAT:-rk2v4-e8}" --prompt "${LONG_PROMPT:-1048576}"
+          --gen 32 --chunk "${LONG_CHUNK:-8192}")
+    echo "--- ninfer ${args[*]}" >> "$OUT/long.txt"
+    ( while sleep 20; do nvidia-smi --query-gpu=memory.used --format=csv,noheader >> "$OUT/long_mem.txt"; done ) &
+    mon=$!
+    timev=(); [ -x /usr/bin/time ] && timev=(/usr/bin/time -v)
+    "${timev[@]}" timeout "${LONG_TIMEOUT:-560}" "$BIN/ninfer" "${args[@]}" >> "$OUT/long.txt" 2>&1
+    echo "long exit $?"; kill $mon
+    grep "^prefill [0-9]" "$OUT/long.txt" | awk 'NR % 60 == 1' | tail -12
+    grep -v "^prefill [0-9]" "$OUT/long.txt" | tail -25; tail -3 "$OUT/long_mem.txt"
+    stamp "long done" ;;
   e2ec)
     stamp e2ec
     CK=/tmp/llama3-8b-random

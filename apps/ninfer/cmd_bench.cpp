@@ -14,6 +14,13 @@
 // through the model and reaches the depth by repeating their KV pages
 // (Engine::extend_by_repeating): the pool is really allocated and every decode step reads
 // all of it, without a 100K+-token prefill.
+//
+// One long prompt (issue 23): --once prefills --prompt tokens a single time (no warm-up, no
+// repeats: a 1M-token prompt takes minutes), then decodes --gen steps on that same sequence,
+// and prints the wall time of each phase and the peak memory (host RSS; on the GPU the device
+// memory in use at the end, which bounds the peak because device buffers only grow).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -70,6 +77,8 @@ struct BenchCmd {
   int threads = 0, prompt = 512, gen = 32, depth = 0, batch = 1, repeats = 3, chunk = 2048;
   int fill_from = 0;
   bool max_depth = false;
+  bool once = false;
+  uint64_t random_weights = 0;  // != 0: random weights of -m's config.json with this seed
   std::string memory_budget;
   bool json_out = false;
   // --attention
@@ -166,12 +175,16 @@ void run_model(const BenchCmd& c) {
   if (c.fill_from % kPageSize != 0)
     fail("bench: --fill-from {} must be a multiple of the page size {}", c.fill_from, kPageSize);
   if (c.max_depth && c.depth > 0) fail("bench: give --depth or --max-depth, not both");
+  if (c.once && (c.depth > 0 || c.max_depth || c.fill_from > 0 || c.batch != 1 || c.prompt < 1))
+    fail("bench: --once decodes on the prompt's own sequence: it takes --prompt N (N >= 1) and --gen, not --depth, "
+         "--max-depth, --fill-from or --batch > 1");
   if (c.fill_from > 0 && !c.max_depth && c.fill_from > c.depth)
     fail("bench: --fill-from {} is larger than --depth {}", c.fill_from, c.depth);
   EngineOptions o;
   o.device = c.device;
   o.threads = c.threads;
   o.kv_dtype = c.kv_dtype;
+  o.random_weights_seed = c.random_weights;
   if (!c.memory_budget.empty()) o.memory_budget = int64_t(parse_bytes(c.memory_budget, "--memory-budget"));
   int depth = c.depth;
   if (c.max_depth) {
@@ -181,7 +194,8 @@ void run_model(const BenchCmd& c) {
     o.allow_long_context = true;  // the lengths are this tool's own flags (a warning names them)
     o.kv_capacity = 0;
   } else {
-    const int64_t longest = std::max<int64_t>(c.prompt, int64_t(std::max(c.depth, 1)) + c.gen + 2);
+    const int64_t longest = c.once ? int64_t(c.prompt) + c.gen + 2
+                                   : std::max<int64_t>(c.prompt, int64_t(std::max(c.depth, 1)) + c.gen + 2);
     o.max_context = longest + 64;
     o.allow_long_context = true;  // the lengths are this tool's own flags (a warning names them)
     o.kv_capacity = (o.max_context + 64) * std::max(1, c.batch);
@@ -209,48 +223,14 @@ void run_model(const BenchCmd& c) {
   json out{{"bench", "model"},       {"model", c.model_dir}, {"backend", eng->backend().name()},
            {"kv_dtype", c.kv_dtype}, {"prompt", c.prompt},   {"gen", c.gen},
            {"depth", depth},         {"batch", c.batch},     {"chunk", c.chunk},
-           {"fill_from", c.fill_from}, {"memory_budget", c.memory_budget},
+           {"fill_from", c.fill_from}, {"memory_budget", c.memory_budget}, {"random_weights_seed", c.random_weights},
            {"kv_capacity_tokens", eng->kv_capacity_tokens()}, {"capacity", eng->capacity_line()}};
   std::vector<float> logits;
-  double prefill_tps = 0, prefill_s = 0;
-  if (c.prompt > 0) {
-    std::vector<double> times;
-    for (int r = 0; r < c.repeats + 1; ++r) {
-      std::fprintf(stderr, "bench: prefill %d tokens, run %d/%d%s\n", c.prompt, r + 1, c.repeats + 1,
-                   r == 0 ? " (warm-up)" : "");
-      const std::vector<int32_t> ids = random_tokens(c.prompt);
-      const int32_t s = eng->new_sequence();
-      const auto t0 = Clock::now();
-      eng->prefill(s, ids, logits);
-      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-      eng->free_sequence(s);
-      if (r > 0) times.push_back(dt);
-    }
-    prefill_s = median(times);
-    prefill_tps = c.prompt / prefill_s;
-    out["prefill_seconds"] = prefill_s;
-    out["prefill_tokens_per_s"] = prefill_tps;
-  }
-  double step_ms = 0, decode_tps = 0;
-  if (c.gen > 0) {
-    const int ctx0 = std::max(depth, 1);
-    std::vector<int32_t> seqs;
-    for (int b = 0; b < c.batch; ++b) {
-      const int32_t s = eng->new_sequence();
-      if (c.fill_from > 0) {
-        std::fprintf(stderr, "bench: prefill %d tokens, then repeat their pages to depth %d, sequence %d/%d\n",
-                     c.fill_from, ctx0, b + 1, c.batch);
-        eng->prefill(s, random_tokens(c.fill_from), logits);
-        eng->extend_by_repeating(s, ctx0);
-      } else {
-        std::fprintf(stderr, "bench: prefill depth %d for sequence %d/%d\n", ctx0, b + 1, c.batch);
-        eng->prefill(s, random_tokens(ctx0), logits);
-      }
-      seqs.push_back(s);
-    }
+  // Decodes --gen steps (after two warm-up steps) of one token per sequence; the median step.
+  auto time_steps = [&](const std::vector<int32_t>& seqs) {
     std::vector<double> steps;
     std::vector<int32_t> next(seqs.size());
-    std::fprintf(stderr, "bench: decode %d steps of batch %d\n", c.gen + 2, c.batch);
+    std::fprintf(stderr, "bench: decode %d steps of batch %zu\n", c.gen + 2, seqs.size());
     for (int i = 0; i < c.gen + 2; ++i) {
       std::vector<StepItem> items;
       for (size_t b = 0; b < seqs.size(); ++b) {
@@ -262,11 +242,89 @@ void run_model(const BenchCmd& c) {
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       if (i >= 2) steps.push_back(dt);
     }
-    step_ms = median(steps) * 1e3;
-    decode_tps = c.batch / (step_ms * 1e-3);
-    out["decode_step_ms"] = step_ms;
-    out["decode_tokens_per_s"] = decode_tps;
-    out["decode_context"] = ctx0 + c.gen / 2;
+    return median(steps) * 1e3;
+  };
+  double prefill_tps = 0, prefill_s = 0, step_ms = 0, decode_tps = 0, decode_wall_s = 0;
+  if (c.once) {
+    const std::vector<int32_t> ids = random_tokens(c.prompt);
+    std::fprintf(stderr, "bench: prefill %d tokens once, then %d decode steps on the same sequence\n", c.prompt,
+                 c.gen);
+    const int32_t s = eng->new_sequence();
+    const auto t0 = Clock::now();
+    eng->prefill(s, ids, logits);
+    const auto t1 = Clock::now();
+    prefill_s = std::chrono::duration<double>(t1 - t0).count();
+    prefill_tps = c.prompt / prefill_s;
+    if (c.gen > 0) {
+      step_ms = time_steps({s});
+      decode_tps = 1e3 / step_ms;
+      decode_wall_s = std::chrono::duration<double>(Clock::now() - t1).count();
+    }
+    depth = c.prompt;
+    out["depth"] = depth;
+    out["prefill_seconds"] = prefill_s;
+    out["prefill_tokens_per_s"] = prefill_tps;
+    if (c.gen > 0) {
+      out["decode_step_ms"] = step_ms;
+      out["decode_tokens_per_s"] = decode_tps;
+      out["decode_context"] = depth + c.gen / 2;
+      out["decode_wall_seconds"] = decode_wall_s;
+    }
+    out["wall_seconds"] = prefill_s + decode_wall_s;
+  } else {
+    if (c.prompt > 0) {
+      std::vector<double> times;
+      for (int r = 0; r < c.repeats + 1; ++r) {
+        std::fprintf(stderr, "bench: prefill %d tokens, run %d/%d%s\n", c.prompt, r + 1, c.repeats + 1,
+                     r == 0 ? " (warm-up)" : "");
+        const std::vector<int32_t> ids = random_tokens(c.prompt);
+        const int32_t s = eng->new_sequence();
+        const auto t0 = Clock::now();
+        eng->prefill(s, ids, logits);
+        const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+        eng->free_sequence(s);
+        if (r > 0) times.push_back(dt);
+      }
+      prefill_s = median(times);
+      prefill_tps = c.prompt / prefill_s;
+      out["prefill_seconds"] = prefill_s;
+      out["prefill_tokens_per_s"] = prefill_tps;
+    }
+    if (c.gen > 0) {
+      const int ctx0 = std::max(depth, 1);
+      std::vector<int32_t> seqs;
+      for (int b = 0; b < c.batch; ++b) {
+        const int32_t s = eng->new_sequence();
+        if (c.fill_from > 0) {
+          std::fprintf(stderr, "bench: prefill %d tokens, then repeat their pages to depth %d, sequence %d/%d\n",
+                       c.fill_from, ctx0, b + 1, c.batch);
+          eng->prefill(s, random_tokens(c.fill_from), logits);
+          eng->extend_by_repeating(s, ctx0);
+        } else {
+          std::fprintf(stderr, "bench: prefill depth %d for sequence %d/%d\n", ctx0, b + 1, c.batch);
+          eng->prefill(s, random_tokens(ctx0), logits);
+        }
+        seqs.push_back(s);
+      }
+      step_ms = time_steps(seqs);
+      decode_tps = c.batch / (step_ms * 1e-3);
+      out["decode_step_ms"] = step_ms;
+      out["decode_tokens_per_s"] = decode_tps;
+      out["decode_context"] = ctx0 + c.gen / 2;
+    }
+  }
+  // Peak memory: the host's resident set (ru_maxrss, KiB on Linux) and the device memory in use
+  // (total - free; the device's buffers only grow, so the end is the peak).
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double host_peak_gib = double(ru.ru_maxrss) * 1024.0 / double(1ull << 30);
+  out["host_peak_rss_gib"] = host_peak_gib;
+  double device_used_gib = 0, device_total_gib = 0;
+  if (eng->backend().name() != "cpu") {
+    const MemoryInfo mi = eng->backend().memory();
+    device_used_gib = double(mi.total - mi.free) / double(1ull << 30);
+    device_total_gib = double(mi.total) / double(1ull << 30);
+    out["device_memory_in_use_gib"] = device_used_gib;
   }
   double limit_ms = 0, bw = 0, step_bytes = 0;
 #ifdef NINFER_HAVE_CUDA
@@ -303,6 +361,14 @@ void run_model(const BenchCmd& c) {
       std::printf("limit: %.2f GB per step (weights + KV) / %.0f GB/s copy bandwidth = %.3f ms/step\n", step_bytes / 1e9,
                   bw / 1e9, limit_ms);
   }
+  if (c.once)
+    std::printf("wall: prefill %.1f s + decode %.1f s (%d steps) = %.1f s\n", prefill_s, decode_wall_s,
+                c.gen > 0 ? c.gen + 2 : 0, prefill_s + decode_wall_s);
+  if (device_total_gib > 0)
+    std::printf("peak memory: host RSS %.2f GiB, device in use %.2f GiB of %.2f GiB\n", host_peak_gib, device_used_gib,
+                device_total_gib);
+  else
+    std::printf("peak memory: host RSS %.2f GiB\n", host_peak_gib);
 }
 
 RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or decode attention alone (--attention)",
@@ -322,6 +388,12 @@ RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or dec
   model(app->add_option("--gen", c->gen, "decode steps to time (0: skip)")->capture_default_str());
   model(app->add_option("--depth", c->depth, "context tokens before decoding starts")->capture_default_str());
   app->add_option("--batch", c->batch_list, "sequences decoded together (default 1; --attention: a list, default 1,8)");
+  model(app->add_flag("--once", c->once,
+                      "prefill --prompt once (no warm-up), then decode --gen steps on that sequence; prints wall time "
+                      "and peak memory (for very long prompts)"));
+  model(app->add_option("--random-weights", c->random_weights,
+                        "random bf16 weights of --model's config.json made in memory with this seed (no weight files "
+                        "read: speed runs of shapes whose checkpoints do not fit the disk)"));
   model(app->add_flag("--max-depth", c->max_depth, "decode at the largest depth the automatically sized KV pool holds"));
   model(app->add_option("--fill-from", c->fill_from,
                         "prefill only this many tokens (a multiple of 64) and reach the depth by repeating their KV pages")

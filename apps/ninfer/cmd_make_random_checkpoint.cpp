@@ -4,10 +4,7 @@
 // copied from another model directory (token ids beyond that tokenizer's vocabulary are
 // never produced by it, which is fine for benchmarks that feed random ids).
 //
-// Values: weights uniform with standard deviation 0.02 (as initialisers use), norms 1.0;
-// a counter-based hash per tensor, so the same seed writes the same bytes on any machine.
-#include <omp.h>
-
+// Values: model/random_weights.h (the same bytes `bench --random-weights` makes in memory).
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +17,7 @@
 #include "model/config.h"
 #include "model/family.h"
 #include "model/model.h"
+#include "model/random_weights.h"
 
 namespace ninfer::app {
 namespace {
@@ -33,15 +31,6 @@ struct Shape {
   int max_pos = 131072;
   bool tied = false;
 };
-
-uint16_t random_bf16(uint64_t seed, uint64_t i, float scale) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + i + 1;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  const float u = float(int32_t(uint32_t(z >> 40)) - (1 << 23)) * (1.0f / float(1 << 23));
-  return f32_to_bf16(u * scale);
-}
 
 struct Tensor {
   std::string name;
@@ -123,16 +112,12 @@ size_t write_tensors(const fs::path& out, const std::vector<Tensor>& ts, uint64_
   const uint64_t hl = hs.size();
   f.write(reinterpret_cast<const char*>(&hl), 8);
   f.write(hs.data(), std::streamsize(hs.size()));
-  const float scale = 0.02f * std::sqrt(3.0f);  // uniform [-a, a) has std a / sqrt(3)
   std::vector<uint16_t> buf;
   size_t done = 0;
   for (size_t ti = 0; ti < ts.size(); ++ti) {
     const Tensor& t = ts[ti];
     buf.resize(t.numel());
-    const uint64_t ts_seed = seed * 1000003ull + ti;
-    const int64_t n = int64_t(buf.size());
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = t.norm ? norm_value : random_bf16(ts_seed, uint64_t(i), scale);
+    fill_random_tensor(buf.data(), buf.size(), seed, ti, t.norm, norm_value);
     f.write(reinterpret_cast<const char*>(buf.data()), std::streamsize(buf.size() * 2));
     if (!f) fail("write to {} failed (disk full?)", file.string());
     done += buf.size() * 2;
@@ -149,11 +134,10 @@ void write_from_config(const fs::path& out, const fs::path& cfg_path, const fs::
   fs::create_directories(out);
   std::vector<Tensor> ts;
   for (auto& [name, shape] : list_weights(c)) {
-    const bool norm = name.find("norm") != std::string::npos;
-    ts.push_back({name, shape, norm});
+    ts.push_back({name, shape, is_norm_tensor(name)});
   }
   // Gemma-style norms store w - 1: 0 there is a plain RMSNorm.
-  const size_t bytes = write_tensors(out, ts, seed, c.family->norm_offset_one ? uint16_t(0) : uint16_t(0x3F80));
+  const size_t bytes = write_tensors(out, ts, seed, norm_fill_value(c));
   fs::copy_file(cfg_path, out / "config.json", fs::copy_options::overwrite_existing);
   for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
     if (fs::exists(tok_dir / name)) fs::copy_file(tok_dir / name, out / name, fs::copy_options::overwrite_existing);

@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include "core/error.h"
+#include "model/random_weights.h"
 
 namespace ninfer {
 
@@ -80,11 +81,11 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> list_weights(const Mod
   return out;
 }
 
-std::unique_ptr<Model> load_model(const std::filesystem::path& dir) {
+std::unique_ptr<Model> load_model(const std::filesystem::path& dir, uint64_t random_weights_seed) {
   auto m = std::make_unique<Model>();
   m->dir = dir;
   m->config = load_model_config(dir);
-  m->store = TensorStore::open(dir);
+  m->store = random_weights_seed ? random_tensor_store(m->config, random_weights_seed) : TensorStore::open(dir);
   m->weights = bind_weights(m->config, *m->store, &m->weight_bytes);
   return m;
 }

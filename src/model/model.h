@@ -100,6 +100,9 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorStore& store, size
 // Every tensor (name, shape) a checkpoint of this config holds (make-random-checkpoint).
 std::vector<std::pair<std::string, std::vector<int64_t>>> list_weights(const ModelConfig& cfg);
 // config.json + safetensors + bind.
-std::unique_ptr<Model> load_model(const std::filesystem::path& dir);
+// Loads dir's config and weights; with random_weights_seed != 0 only config.json is read and
+// the weights are random, made in memory (model/random_weights.h: speed runs of shapes whose
+// files would not fit the disk).
+std::unique_ptr<Model> load_model(const std::filesystem::path& dir, uint64_t random_weights_seed = 0);
 
 }  // namespace ninfer

@@ -160,6 +160,14 @@ std::unique_ptr<TensorStore> TensorStore::open(const std::filesystem::path& dir)
   return s;
 }
 
+void TensorStore::add_owned(TensorInfo t, std::unique_ptr<uint8_t[]> data) {
+  t.nbytes = size_t(t.numel()) * dtype_size(t.dtype);
+  t.data = data.get();
+  owned_.push_back(std::move(data));
+  const std::string name = t.name;
+  tensors_[name] = std::move(t);
+}
+
 const TensorInfo* TensorStore::find(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;

@@ -48,6 +48,10 @@ class TensorStore {
   // Opens one safetensors file (tests, tools).
   static std::unique_ptr<TensorStore> open_file(const std::filesystem::path& file);
 
+  // Adds a tensor whose bytes this store owns (random weights made in memory); t.nbytes and
+  // t.data are set from `data` (numel x dtype size bytes).
+  void add_owned(TensorInfo t, std::unique_ptr<uint8_t[]> data);
+
   const TensorInfo* find(const std::string& name) const;
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   size_t total_bytes() const;
@@ -55,6 +59,7 @@ class TensorStore {
  private:
   void add_file(const std::filesystem::path& path);
   std::vector<std::unique_ptr<MappedFile>> files_;
+  std::vector<std::unique_ptr<uint8_t[]>> owned_;
   std::map<std::string, TensorInfo> tensors_;
 };
 

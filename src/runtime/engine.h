@@ -39,6 +39,7 @@ struct EngineOptions {
   // (--allow-long-context; then a warning names both numbers).
   bool allow_long_context = false;
   size_t progress_tokens = 8192;  // prompts this long show prefill progress on stderr
+  uint64_t random_weights_seed = 0;  // != 0: random weights of the config's shape, no weight files read
 };
 
 class KvFullError : public Error {

@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "model/config.h"
+#include "model/random_weights.h"
+#include "model/safetensors.h"
 #include "test_paths.h"
 
 namespace ninfer {
@@ -257,6 +260,66 @@ TEST(Cli, BenchMaxDepthFillsThePool) {
   expect_cli_error("bench -m " + m + " --device cpu --prompt 0 --graph", "--graph applies only with --attention");
   expect_cli_error("bench --attention --graph --cold-l2", "--graph and --cold-l2 do not combine");
   expect_cli_error("bench --attention -m " + m, "--model does not apply with --attention");
+}
+
+// bench --once: one prefill of the whole prompt (no warm-up), then decode on that same sequence
+// (the context is the prompt's length), with wall time and peak memory; bad combinations name --once.
+TEST(Cli, BenchOnceDecodesOnThePromptsSequence) {
+  NINFER_REQUIRE_MODEL("ref-qwen3-d256");
+  const std::string m = test::model_dir("ref-qwen3-d256").string();
+  const auto j = run_json("bench -m " + m + " --device cpu --kv-dtype int8 --once --prompt 200 --gen 4 --chunk 64 --json");
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["depth"].get<int>(), 200);
+  EXPECT_EQ(j["decode_context"].get<int>(), 200 + 4 / 2);
+  EXPECT_GE(j["kv_capacity_tokens"].get<int>(), 200 + 4 + 2);
+  const double prefill = j["prefill_seconds"].get<double>(), wall = j["wall_seconds"].get<double>();
+  EXPECT_GT(prefill, 0.0);
+  EXPECT_NEAR(j["prefill_tokens_per_s"].get<double>(), 200 / prefill, 1e-6 * 200 / prefill);
+  EXPECT_GT(wall, prefill);
+  EXPECT_GT(j["host_peak_rss_gib"].get<double>(), 0.0);
+  expect_cli_error("bench -m " + m + " --device cpu --once --depth 128", "--once");
+  expect_cli_error("bench -m " + m + " --device cpu --once --batch 2", "--once");
+  expect_cli_error("bench -m " + m + " --device cpu --once --prompt 0", "--once");
+}
+
+// bench --random-weights makes in memory the bytes make-random-checkpoint writes (same seed), so
+// shapes whose files do not fit the disk run from config.json alone.
+TEST(Cli, RandomWeightsInMemoryEqualTheWrittenCheckpoint) {
+  NINFER_REQUIRE_MODEL("stories260k");
+  const fs::path cfg = fs::path(NINFER_TEST_DATA) / "tiny/qwen3-moe/config.json";
+  const fs::path base = fs::temp_directory_path() / ("ninfer_rw_" + std::to_string(::getpid()));
+  const fs::path written = base / "written", config_only = base / "config_only";
+  const std::string tok = test::model_dir("stories260k").string();
+  std::string out;
+  ASSERT_EQ(test::run_command(ninfer_cmd("make-random-checkpoint --config " + cfg.string() + " -o " + written.string() +
+                                         " --tokenizer-from " + tok + " --seed 7 2>&1"),
+                              &out),
+            0)
+      << out;
+  const ModelConfig c = load_model_config(written);
+  const auto file = TensorStore::open(written);
+  const auto mem = random_tensor_store(c, 7);
+  ASSERT_EQ(mem->tensors().size(), file->tensors().size());
+  for (const auto& [name, t] : file->tensors()) {
+    const TensorInfo* m = mem->find(name);
+    ASSERT_NE(m, nullptr) << name;
+    ASSERT_EQ(m->shape, t.shape) << name;
+    ASSERT_EQ(m->nbytes, t.nbytes) << name;
+    EXPECT_EQ(std::memcmp(m->data, t.data, t.nbytes), 0) << name;
+  }
+  EXPECT_NE(std::memcmp(random_tensor_store(c, 8)->find("model.embed_tokens.weight")->data,
+                        mem->find("model.embed_tokens.weight")->data, 64),
+            0);
+  // A directory without weight files runs only with --random-weights.
+  fs::create_directories(config_only);
+  for (const char* f : {"config.json", "tokenizer.json"}) fs::copy_file(written / f, config_only / f);
+  const std::string bench = "bench -m " + config_only.string() + " --device cpu --prompt 16 --gen 2 --repeats 1 --chunk 16";
+  const auto j = run_json(bench + " --random-weights 7 --json");
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["random_weights_seed"].get<uint64_t>(), 7u);
+  EXPECT_GT(j["prefill_tokens_per_s"].get<double>(), 0.0);
+  expect_cli_error(bench, "safetensors");
+  fs::remove_all(base);
 }
 
 }  // namespace
