@@ -6,7 +6,8 @@
 // calls (median of --repeats after one warm-up); decode = --batch sequences, each first
 // prefilled to --depth tokens, then --gen steps of one token per sequence (median step time;
 // two warm-up steps). On the GPU it also prints the memory-bandwidth limit of a decode step:
-// (weight bytes + KV bytes the step reads) / measured copy bandwidth.
+// (weight bytes + KV bytes the step reads) / measured copy bandwidth; of a mixture of experts
+// only the experts the step's tokens choose count (read_weight_fraction).
 //
 // Largest context (issue 6): --max-depth sizes the KV pool automatically (all the memory, or
 // --memory-budget's, after weights, workspace and headroom, as `run` would) and decodes at
@@ -23,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -166,6 +168,19 @@ void run_attention(const BenchCmd& c) {
                 r.r.kv_bytes / 1048576.0, r.r.gbps, r.r.splits, ratio);
   }
 #endif
+}
+
+// The share of the weights a decode step of `batch` sequences reads: all of a dense model's; of a
+// mixture of experts, the experts that batch's tokens choose (uniform routing: each of n experts
+// is chosen by at least one of B tokens with probability 1 - (1 - k/n)^B).
+double read_weight_fraction(const ModelConfig& c, int batch) {
+  if (c.n_experts == 0) return 1.0;
+  const double n = c.n_experts, k = c.top_k;
+  const double chosen = n * (1.0 - std::pow(1.0 - k / n, double(batch)));
+  double unread = 0;
+  for (const LayerSpec& l : c.layers)
+    if (l.moe) unread += (n - chosen) * 3.0 * double(c.hidden) * double(c.moe_ffn);
+  return 1.0 - unread / double(c.n_params());
 }
 
 void run_model(const BenchCmd& c) {
@@ -332,7 +347,7 @@ void run_model(const BenchCmd& c) {
     bw = cuda_copy_bandwidth();
     const double kv_tok = double(kv_bytes_per_token(cfg, eng->kv_format()));
     const double ctx_mean = std::max(depth, 1) + c.gen / 2.0;
-    step_bytes = double(eng->backend().memory().weights) + c.batch * ctx_mean * kv_tok;
+    step_bytes = double(eng->backend().memory().weights) * read_weight_fraction(cfg, c.batch) + c.batch * ctx_mean * kv_tok;
     // NOTE: a decode step only reads; the copy bandwidth counts reads + writes, so the read
     // rate of a copy is the same number (each byte copied is read once and written once at
     // the same total rate).
