@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ninfer's build and tests need (Debian 12). Idempotent.
+#   scripts/deps.sh              the build and test dependencies
+#   scripts/deps.sh --figures    also python3-matplotlib, for scripts/make_figures.py (optional)
 set -euo pipefail
 PKGS=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev nlohmann-json3-dev libfmt-dev
       libcli11-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libssl-dev)
+for a in "$@"; do
+  case "$a" in
+    --figures) PKGS+=(python3-matplotlib) ;;
+    *) echo "scripts/deps.sh: unknown option '$a' (expected --figures)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

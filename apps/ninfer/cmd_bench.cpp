@@ -78,6 +78,7 @@ struct BenchCmd {
   std::string model_dir, device = "auto", kv_dtype = "bf16";
   int threads = 0, prompt = 512, gen = 32, depth = 0, batch = 1, repeats = 3, chunk = 2048;
   int fill_from = 0;
+  int64_t max_context = 0;  // 0: what the run's own flags need (+ one page)
   bool max_depth = false;
   bool once = false;
   uint64_t random_weights = 0;  // != 0: random weights of -m's config.json with this seed
@@ -193,9 +194,12 @@ void run_model(const BenchCmd& c) {
   if (c.once && (c.depth > 0 || c.max_depth || c.fill_from > 0 || c.batch != 1 || c.prompt < 1))
     fail("bench: --once decodes on the prompt's own sequence: it takes --prompt N (N >= 1) and --gen, not --depth, "
          "--max-depth, --fill-from or --batch > 1");
+  if (c.max_depth && c.max_context > 0)
+    fail("bench: --max-depth sets the context to what the KV pool holds; give --max-context or --max-depth, not both");
   if (c.fill_from > 0 && !c.max_depth && c.fill_from > c.depth)
     fail("bench: --fill-from {} is larger than --depth {}", c.fill_from, c.depth);
   EngineOptions o;
+  o.max_context = c.max_context;
   o.device = c.device;
   o.threads = c.threads;
   o.kv_dtype = c.kv_dtype;
@@ -211,7 +215,8 @@ void run_model(const BenchCmd& c) {
   } else {
     const int64_t longest = c.once ? int64_t(c.prompt) + c.gen + 2
                                    : std::max<int64_t>(c.prompt, int64_t(std::max(c.depth, 1)) + c.gen + 2);
-    o.max_context = longest + 64;
+    resolve_max_context(o, longest, longest + 64,
+                        fmt::format("the {} tokens --prompt/--depth/--gen need", longest));
     o.allow_long_context = true;  // the lengths are this tool's own flags (a warning names them)
     o.kv_capacity = (o.max_context + 64) * std::max(1, c.batch);
   }
@@ -239,7 +244,8 @@ void run_model(const BenchCmd& c) {
            {"kv_dtype", c.kv_dtype}, {"prompt", c.prompt},   {"gen", c.gen},
            {"depth", depth},         {"batch", c.batch},     {"chunk", c.chunk},
            {"fill_from", c.fill_from}, {"memory_budget", c.memory_budget}, {"random_weights_seed", c.random_weights},
-           {"kv_capacity_tokens", eng->kv_capacity_tokens()}, {"capacity", eng->capacity_line()}};
+           {"kv_capacity_tokens", eng->kv_capacity_tokens()}, {"max_context", eng->max_context()},
+           {"capacity", eng->capacity_line()}};
   std::vector<float> logits;
   // Decodes --gen steps (after two warm-up steps) of one token per sequence; the median step.
   auto time_steps = [&](const std::vector<int32_t>& seqs) {
@@ -409,6 +415,8 @@ RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or dec
   model(app->add_option("--random-weights", c->random_weights,
                         "random bf16 weights of --model's config.json made in memory with this seed (no weight files "
                         "read: speed runs of shapes whose checkpoints do not fit the disk)"));
+  model(app->add_option("--max-context", c->max_context,
+                        "tokens per sequence (default: what --prompt/--depth/--gen need, plus one page)"));
   model(app->add_flag("--max-depth", c->max_depth, "decode at the largest depth the automatically sized KV pool holds"));
   model(app->add_option("--fill-from", c->fill_from,
                         "prefill only this many tokens (a multiple of 64) and reach the depth by repeating their KV pages")

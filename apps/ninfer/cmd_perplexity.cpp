@@ -74,9 +74,8 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
     if (c->max_windows < 0) fail("--max-windows must be >= 0, got {}", c->max_windows);
     std::vector<const KvFormat*> fmts = parse_formats(c->ef.opt.kv_dtype);
     EngineOptions o = c->ef.options_with_kv_dtype(std::string(fmts[0]->name));
-    if (o.max_context == 0) o.max_context = c->ctx;
+    resolve_max_context(o, c->ctx, c->ctx, fmt::format("--ctx {}", c->ctx));
     o.allow_long_context = true;  // the lengths are this tool's own flags (a warning names them)
-    if (o.max_context < c->ctx) fail("--max-context {} is smaller than --ctx {}", o.max_context, c->ctx);
     // One sequence at a time: the pool holds one window unless --kv-capacity says otherwise
     // (automatic capacity would take all of a GPU's memory for the first format, and the
     // --kl-ref or later formats re-create the pool at the same token count).

@@ -37,6 +37,12 @@ struct EngineFlags {
   EngineOptions options_with_kv_dtype(const std::string& kv_dtype) const;
 };
 
+// --max-context for a command whose own flags fix the length of its sequences (perplexity's
+// --ctx, bench's --prompt/--depth/--gen): unset (0), it becomes `fallback`; set, it is used as
+// given and must be at least `needed`, else the error names --max-context and `why` (the flags
+// that need the tokens, e.g. "--ctx 1024").
+void resolve_max_context(EngineOptions& o, int64_t needed, int64_t fallback, const std::string& why);
+
 // Sets the process exit code a command wants (default 0).
 void set_exit_code(int code);
 int exit_code();

@@ -47,6 +47,11 @@ EngineOptions EngineFlags::options_with_kv_dtype(const std::string& kv_dtype) co
   return o;
 }
 
+void resolve_max_context(EngineOptions& o, int64_t needed, int64_t fallback, const std::string& why) {
+  if (o.max_context == 0) o.max_context = fallback;
+  if (o.max_context < needed) fail("--max-context {} is smaller than {}", o.max_context, why);
+}
+
 }  // namespace ninfer::app
 
 int main(int argc, char** argv) {

@@ -282,6 +282,25 @@ TEST(Cli, BenchOnceDecodesOnThePromptsSequence) {
   expect_cli_error("bench -m " + m + " --device cpu --once --prompt 0", "--once");
 }
 
+// bench takes --max-context as run does: unset, the context is what --prompt/--depth/--gen need
+// plus one page; set, it is used as given (the pool holds it), and one smaller than the run
+// needs is refused naming the flag, as is --max-context with --max-depth.
+TEST(Cli, BenchTakesMaxContextAsRunDoes) {
+  NINFER_REQUIRE_MODEL("stories260k");
+  const std::string bench =
+      "bench -m " + test::model_dir("stories260k").string() + " --device cpu --prompt 16 --gen 2 --repeats 1";
+  const auto plain = run_json(bench + " --json");
+  ASSERT_FALSE(plain.is_discarded());
+  EXPECT_EQ(plain["max_context"].get<int>(), 16 + 64);  // max(prompt 16, depth 1 + gen 2 + 2) + one page
+  const auto given = run_json(bench + " --max-context 400 --json");
+  ASSERT_FALSE(given.is_discarded());
+  EXPECT_EQ(given["max_context"].get<int>(), 400);
+  EXPECT_GE(given["kv_capacity_tokens"].get<int>(), 400);
+  expect_cli_error(bench + " --max-context 10", "--max-context 10 is smaller than the 16 tokens");
+  expect_cli_error(bench + " --depth 100 --max-context 64", "--max-context 64 is smaller than the 104 tokens");
+  expect_cli_error(bench + " --max-depth --max-context 400", "--max-context or --max-depth");
+}
+
 // bench --random-weights makes in memory the bytes make-random-checkpoint writes (same seed), so
 // shapes whose files do not fit the disk run from config.json alone.
 TEST(Cli, RandomWeightsInMemoryEqualTheWrittenCheckpoint) {
