@@ -20,6 +20,11 @@
 // repeats: a 1M-token prompt takes minutes), then decodes --gen steps on that same sequence,
 // and prints the wall time of each phase and the peak memory (host RSS; on the GPU the device
 // memory in use at the end, which bounds the peak because device buffers only grow).
+//
+// Prefix cache (issue 28): --prefix-ttft N times the first token of one N-token random prompt
+// twice on an engine with the prefix cache on: cold (nothing cached; prefill in --chunk calls)
+// and again (its full pages attached from the cache, only the tail computed; median of
+// --repeats), and the largest difference between the two runs' last-token logits.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -79,6 +84,7 @@ struct BenchCmd {
   int threads = 0, prompt = 512, gen = 32, depth = 0, batch = 1, repeats = 3, chunk = 2048;
   int fill_from = 0;
   int64_t max_context = 0;  // 0: what the run's own flags need (+ one page)
+  int prefix_ttft = 0;  // > 0: time to first token of a prompt this long, cold and from the prefix cache
   bool max_depth = false;
   bool once = false;
   uint64_t random_weights = 0;  // != 0: random weights of -m's config.json with this seed
@@ -182,6 +188,83 @@ double read_weight_fraction(const ModelConfig& c, int batch) {
   for (const LayerSpec& l : c.layers)
     if (l.moe) unread += (n - chosen) * 3.0 * double(c.hidden) * double(c.moe_ffn);
   return 1.0 - unread / double(c.n_params());
+}
+
+// --prefix-ttft: the first token of the same prompt, cold and then from the prefix cache.
+void run_prefix_ttft(const BenchCmd& c) {
+  if (c.model_dir.empty()) fail("bench: -m/--model is required (or use --attention)");
+  const int n = c.prefix_ttft;
+  if (n < 2) fail("bench: --prefix-ttft {} must be at least 2 tokens", n);
+  if (c.repeats < 1 || c.chunk < 1) fail("bench: --repeats and --chunk must be >= 1");
+  EngineOptions o;
+  o.device = c.device;
+  o.threads = c.threads;
+  o.kv_dtype = c.kv_dtype;
+  o.random_weights_seed = c.random_weights;
+  if (!c.memory_budget.empty()) o.memory_budget = int64_t(parse_bytes(c.memory_budget, "--memory-budget"));
+  o.max_context = int64_t(n) + 64;
+  o.allow_long_context = true;  // the length is this tool's own flag (a warning names it)
+  o.kv_capacity = o.max_context + 64;
+  o.prefill_chunk = c.chunk;
+  o.prefix_cache = true;
+  auto eng = Engine::create(c.model_dir, o);
+  if (!eng->prefix_cache_enabled()) fail("bench --prefix-ttft: the prefix cache is off for this model");
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> tok(3, eng->config().vocab - 1);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t& t : ids) t = tok(rng);
+  // Prefill + greedy choice of the first token: what a client waits for.
+  std::vector<float> logits;
+  int32_t first = -1;
+  auto ttft = [&]() {
+    const int32_t s = eng->new_sequence();
+    const auto t0 = Clock::now();
+    eng->prefill(s, ids, logits);
+    first = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    eng->free_sequence(s);
+    return dt;
+  };
+  std::fprintf(stderr, "bench: prefix-ttft %d tokens, cold\n", n);
+  const double cold = ttft();
+  const std::vector<float> cold_logits = logits;
+  const int32_t cold_first = first;
+  const uint64_t hits0 = eng->prefix_cache_stats().hits;
+  std::vector<double> warm;
+  for (int r = 0; r < c.repeats; ++r) {
+    std::fprintf(stderr, "bench: prefix-ttft %d tokens, from the cache, run %d/%d\n", n, r + 1, c.repeats);
+    warm.push_back(ttft());
+  }
+  const int64_t cached_tokens = int64_t(eng->prefix_cache_stats().hits - hits0) / c.repeats;
+  const double warm_s = median(warm);
+  double max_diff = 0, max_ref = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    max_diff = std::max(max_diff, double(std::fabs(logits[i] - cold_logits[i])));
+    max_ref = std::max(max_ref, double(std::fabs(cold_logits[i])));
+  }
+  json out{{"bench", "prefix_ttft"},
+           {"model", c.model_dir},
+           {"backend", eng->backend().name()},
+           {"kv_dtype", c.kv_dtype},
+           {"prompt", n},
+           {"chunk", c.chunk},
+           {"cold_ttft_seconds", cold},
+           {"cached_ttft_seconds", warm_s},
+           {"cached_tokens", cached_tokens},
+           {"speedup", cold / warm_s},
+           {"max_abs_logit_diff", max_diff},
+           {"max_abs_logit", max_ref},
+           {"same_first_token", first == cold_first},
+           {"repeats", c.repeats}};
+  if (c.json_out) std::printf("%s\n", out.dump().c_str());
+  std::printf("bench prefix-ttft | %s | backend %s | kv %s | prompt %d tokens, chunk %d\n", c.model_dir.c_str(),
+              eng->backend().name().c_str(), c.kv_dtype.c_str(), n, c.chunk);
+  std::printf("%-8s %14s %16s %12s\n", "run", "cached tokens", "computed tokens", "TTFT");
+  std::printf("%-8s %14d %16d %10.3f s\n", "cold", 0, n, cold);
+  std::printf("%-8s %14lld %16lld %10.3f s\n", "cached", (long long)cached_tokens, (long long)(n - cached_tokens),
+              warm_s);
+  std::printf("speedup %.1fx | last-token logits: max |cached - cold| = %.3g (max |logit| %.3g), first token %s\n",
+              cold / warm_s, max_diff, max_ref, first == cold_first ? "equal" : "differs");
 }
 
 void run_model(const BenchCmd& c) {
@@ -409,6 +492,9 @@ RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or dec
   model(app->add_option("--gen", c->gen, "decode steps to time (0: skip)")->capture_default_str());
   model(app->add_option("--depth", c->depth, "context tokens before decoding starts")->capture_default_str());
   app->add_option("--batch", c->batch_list, "sequences decoded together (default 1; --attention: a list, default 1,8)");
+  model(app->add_option("--prefix-ttft", c->prefix_ttft,
+                        "time to first token of an N-token prompt cold, then sent again (served from the prefix "
+                        "cache; median of --repeats)"));
   model(app->add_flag("--once", c->once,
                       "prefill --prompt once (no warm-up), then decode --gen steps on that sequence; prints wall time "
                       "and peak memory (for very long prompts)"));
@@ -455,7 +541,14 @@ RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or dec
       if (b.size() != 1) fail("--batch takes one value without --attention");
       BenchCmd m = *c;
       m.batch = b[0];
-      run_model(m);
+      if (m.prefix_ttft > 0) {
+        if (m.once || m.max_depth || m.depth > 0 || m.fill_from > 0 || m.batch != 1)
+          fail("bench: --prefix-ttft times one prompt: it does not combine with --once, --max-depth, --depth, "
+               "--fill-from or --batch");
+        run_prefix_ttft(m);
+      } else {
+        run_model(m);
+      }
     }
   });
 });

@@ -26,6 +26,7 @@ struct ServeCmd {
   SchedulerOptions sched;
   std::string max_body = "8MiB";
   bool quiet_requests = false;
+  bool no_prefix_cache = false;
 };
 
 RegisterCommand reg_serve("serve", "OpenAI-compatible HTTP server with continuous batching", [](CLI::App* app) {
@@ -50,6 +51,8 @@ RegisterCommand reg_serve("serve", "OpenAI-compatible HTTP server with continuou
   app->add_option("--http-threads", c->so.http_threads,
                   "HTTP handler threads (0: max-concurrency + max-queue + 8)")->capture_default_str();
   app->add_flag("--no-request-log", c->quiet_requests, "do not log one line per request on stderr");
+  app->add_flag("--no-prefix-cache", c->no_prefix_cache,
+                "do not reuse the KV pages of earlier prompts that a new prompt starts with");
   app->callback([c]() {
     if (c->so.port < 0 || c->so.port > 65535) fail("--port must be in 0..65535, got {}", c->so.port);
     if (c->so.http_threads < 0) fail("--http-threads must be >= 0, got {}", c->so.http_threads);
@@ -78,6 +81,7 @@ RegisterCommand reg_serve("serve", "OpenAI-compatible HTTP server with continuou
     EngineOptions eo = c->ef.options();
     eo.max_sequences = c->sched.max_concurrency;  // automatic CPU capacity: one context each
     eo.prefill_chunk = c->sched.step_tokens;
+    eo.prefix_cache = !c->no_prefix_cache;
     auto eng = Engine::create(c->ef.model_dir, eo);
     Scheduler sched(*eng, c->sched);
     server::Server srv(*eng, sched, c->so);
@@ -105,8 +109,10 @@ RegisterCommand reg_serve("serve", "OpenAI-compatible HTTP server with continuou
         std::fprintf(stderr, "ninfer serve: sampling defaults from %s: %s (request fields override them)\n",
                      eng->generation_config().sampling.file.c_str(), list.c_str());
     }
-    std::fprintf(stderr, "ninfer serve: model '%s', max concurrency %d, queue %d, listening on http://%s:%d\n",
-                 c->so.model_name.c_str(), c->sched.max_concurrency, c->sched.max_queue, c->so.host.c_str(), port);
+    std::fprintf(stderr,
+                 "ninfer serve: model '%s', max concurrency %d, queue %d, prefix cache %s, listening on http://%s:%d\n",
+                 c->so.model_name.c_str(), c->sched.max_concurrency, c->sched.max_queue,
+                 eng->prefix_cache_enabled() ? "on" : "off", c->so.host.c_str(), port);
     srv.run();
     sched.stop();
     done = true;

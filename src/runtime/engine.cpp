@@ -15,6 +15,29 @@ namespace ninfer {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// The seed of every page's hash chain: what besides the tokens decides a page's bytes. The
+// cache lives in one process with one model, so this mostly guards against a format change
+// (set_kv_format also drops the cache); it names the rest so that a key means one thing.
+uint64_t prefix_chain_seed(const Model& m, const KvFormat& fmt, uint64_t random_weights_seed) {
+  const ModelConfig& c = m.config;
+  std::string id = fmt::format("ninfer prefix v1|{}|{}|{}|L{} H{} h{}/{} d{} V{}|rw{}|kv {}|win", m.dir.string(),
+                               c.architecture, c.dtype, c.n_layers, c.hidden, c.n_heads, c.n_kv_heads, c.head_dim,
+                               c.vocab, random_weights_seed, fmt.name);
+  for (const LayerSpec& l : c.layers) id += fmt::format(" {}:{}", l.window, l.rope);
+  for (const RopeSpec& r : c.ropes) {
+    id += fmt::format("|rope {} {} {} {} {} {} {} {} {} {} {} {} {} {}", rope_type_name(r.type), r.theta, r.rotary_dim,
+                      r.factor, r.original_max, r.max_position, r.low_freq_factor, r.high_freq_factor, r.beta_fast,
+                      r.beta_slow, r.truncate, r.attention_factor, r.mscale, r.mscale_all_dim);
+    for (double f : r.short_factor) id += fmt::format(" s{}", f);
+    for (double f : r.long_factor) id += fmt::format(" l{}", f);
+  }
+  return hash_bytes(0, id.data(), id.size());
+}
+
+}  // namespace
+
 std::unique_ptr<Engine> Engine::create(const std::filesystem::path& dir, const EngineOptions& opt) {
   std::unique_ptr<Engine> e(new Engine());
   e->opt_ = opt;
@@ -58,6 +81,14 @@ std::unique_ptr<Engine> Engine::create(const std::filesystem::path& dir, const E
   e->pages_ = std::make_unique<PageTable>(int(plan.pages), opt.page_shuffle_seed);
   e->backend_->init_kv(*e->format_, int(plan.pages));
   e->capacity_line_ = ninfer::capacity_line(plan, *e->format_);
+  if (opt.prefix_cache) {
+    bool length_dependent = false;
+    for (const RopeSpec& r : c.ropes) length_dependent = length_dependent || rope_depends_on_length(r);
+    e->prefix_enabled_ = !length_dependent;
+    if (length_dependent && !opt.quiet)
+      std::fprintf(stderr, "prefix cache off: the model's rope table depends on the sequence length\n");
+    e->prefix_seed_ = prefix_chain_seed(*e->model_, *e->format_, opt.random_weights_seed);
+  }
   if (!opt.quiet) std::fprintf(stderr, "%s\n", e->capacity_line_.c_str());
   return e;
 }
@@ -68,6 +99,8 @@ void Engine::set_kv_format(const KvFormat& fmt) {
   if (&fmt == format_) return;
   format_ = &fmt;
   backend_->init_kv(fmt, pages_->n_pages());
+  pages_->drop_cache();
+  if (prefix_enabled_) prefix_seed_ = prefix_chain_seed(*model_, fmt, opt_.random_weights_seed);
 }
 
 void Engine::set_max_context(int64_t n) {
@@ -99,6 +132,9 @@ void Engine::extend_by_repeating(int32_t seq, int64_t n_tokens) {
     dst.push_back(bt[size_t(j)]);
   }
   backend_->copy_kv_pages(src, dst);
+  // NOTE: the repeated pages are not what the model computes for their tokens: they must
+  // never be found by a prefix lookup.
+  seqs_[seq].cacheable = false;
   auto& toks = seqs_[seq].tokens;
   for (int64_t i = len; i < n_tokens; ++i) toks.push_back(toks[size_t(i % len)]);
 }
@@ -112,6 +148,68 @@ int32_t Engine::new_sequence() {
 void Engine::free_sequence(int32_t seq) {
   pages_->release(seq);
   seqs_.erase(seq);
+}
+
+PrefixMatch Engine::match_prefix(std::span<const int32_t> tokens) const {
+  PrefixMatch m;
+  if (!prefix_enabled_ || tokens.empty()) return m;
+  const size_t max_pages = (tokens.size() - 1) / kPageSize;
+  uint64_t parent = prefix_seed_;
+  for (size_t i = 0; i < max_pages; ++i) {
+    const std::span<const int32_t> page = tokens.subspan(i * kPageSize, kPageSize);
+    const uint64_t key = page_key(parent, page);
+    const int32_t p = pages_->lookup(key, parent, page);
+    if (p < 0) break;
+    ++m.n_pages;
+    if (pages_->refs(p) == 0) ++m.n_unreferenced;
+    parent = key;
+  }
+  return m;
+}
+
+int64_t Engine::attach_prefix(int32_t seq, std::span<const int32_t> tokens) {
+  auto it = seqs_.find(seq);
+  NINFER_CHECK(it != seqs_.end(), "unknown sequence {}", seq);
+  SeqState& st = it->second;
+  NINFER_CHECK(st.tokens.empty() && pages_->block_table(seq).empty(), "attach_prefix on sequence {} holding {} tokens",
+               seq, st.tokens.size());
+  if (!prefix_enabled_ || tokens.empty()) return 0;
+  prefix_stats_.queries += tokens.size();
+  const size_t max_pages = std::min<size_t>((tokens.size() - 1) / kPageSize, size_t(max_context_ / kPageSize));
+  uint64_t parent = prefix_seed_;
+  for (size_t i = 0; i < max_pages; ++i) {
+    const std::span<const int32_t> page = tokens.subspan(i * kPageSize, kPageSize);
+    const uint64_t key = page_key(parent, page);
+    const int32_t p = pages_->lookup(key, parent, page);
+    if (p < 0) break;
+    pages_->attach(seq, p);
+    st.page_keys.push_back(key);
+    st.tokens.insert(st.tokens.end(), page.begin(), page.end());
+    parent = key;
+  }
+  prefix_stats_.hits += st.tokens.size();
+  return int64_t(st.tokens.size());
+}
+
+PrefixCacheStats Engine::prefix_cache_stats() const {
+  PrefixCacheStats s = prefix_stats_;
+  s.evictions = pages_->evictions();
+  return s;
+}
+
+void Engine::publish_full_pages(int32_t seq) {
+  SeqState& st = seqs_[seq];
+  if (!st.cacheable) return;
+  const size_t full = st.tokens.size() / kPageSize;
+  while (st.page_keys.size() < full) {
+    const size_t i = st.page_keys.size();
+    const uint64_t parent = i == 0 ? prefix_seed_ : st.page_keys.back();
+    const std::span<const int32_t> page(st.tokens.data() + i * kPageSize, kPageSize);
+    const uint64_t key = page_key(parent, page);
+    // A page someone published first under the same key stays private here; the chain goes on.
+    pages_->publish(seq, int(i), key, parent, page);
+    st.page_keys.push_back(key);
+  }
 }
 
 int64_t Engine::sequence_length(int32_t seq) const { return int64_t(sequence_tokens(seq).size()); }
@@ -140,6 +238,12 @@ void Engine::step(std::span<const StepItem> items, std::vector<float>& logits) {
     const int64_t start = sequence_length(it.seq);
     NINFER_CHECK(pages_->reserve(it.seq, start + int64_t(it.tokens.size())), "reserve failed");
     const std::vector<int32_t>& bt = pages_->block_table(it.seq);
+    // NOTE: shared and published pages are read-only; only the sequence's own pages at and
+    // past its length are written. A bug here would corrupt other sequences, so it aborts.
+    if (!it.tokens.empty())
+      for (int64_t b = start / kPageSize; b <= (start + int64_t(it.tokens.size()) - 1) / kPageSize; ++b)
+        NINFER_CHECK(pages_->writable(bt[size_t(b)]), "step would write shared page {} (refs {}, published {})",
+                     bt[size_t(b)], pages_->refs(bt[size_t(b)]), pages_->is_published(bt[size_t(b)]));
     chunks.push_back(SeqChunk{it.tokens.data(), int(it.tokens.size()), int(start), bt.data(), int(bt.size()),
                               it.all_logits});
   }
@@ -147,6 +251,7 @@ void Engine::step(std::span<const StepItem> items, std::vector<float>& logits) {
   for (const StepItem& it : items) {
     auto& toks = seqs_[it.seq].tokens;
     toks.insert(toks.end(), it.tokens.begin(), it.tokens.end());
+    if (prefix_enabled_) publish_full_pages(it.seq);
   }
 }
 
@@ -158,6 +263,10 @@ void Engine::prefill(int32_t seq, std::span<const int32_t> tokens, std::vector<f
   if (all_logits) logits.clear();
   // Long prompts report progress on stderr (tokens done, tokens/s, ETA) about once a second:
   // on a terminal one line rewritten in place, otherwise a line each.
+  if (!all_logits && sequence_length(seq) == 0 && prefix_enabled_) {
+    const int64_t cached = attach_prefix(seq, tokens);
+    tokens = tokens.subspan(size_t(cached));
+  }
   const bool progress = !opt_.quiet && tokens.size() >= opt_.progress_tokens;
   const auto t0 = std::chrono::steady_clock::now();
   auto last = t0;

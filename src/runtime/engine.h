@@ -40,6 +40,23 @@ struct EngineOptions {
   bool allow_long_context = false;
   size_t progress_tokens = 8192;  // prompts this long show prefill progress on stderr
   uint64_t random_weights_seed = 0;  // != 0: random weights of the config's shape, no weight files read
+  // Prefix caching (kv/page_table.h): full pages of finished or running sequences are kept,
+  // keyed by their tokens, and attached read-only to a new sequence whose prompt starts with
+  // them. Off by default (a benchmark must not time cached prefills); `serve` turns it on.
+  bool prefix_cache = false;
+};
+
+// Longest run of cached pages at the head of some tokens (Engine::match_prefix).
+struct PrefixMatch {
+  int n_pages = 0;         // pages found; n_pages * kPageSize tokens
+  int n_unreferenced = 0;  // of those, pages no sequence holds now (attaching takes them off the free count)
+};
+
+// Counters of the prefix cache since the engine started.
+struct PrefixCacheStats {
+  uint64_t queries = 0;    // prompt tokens looked up (attach_prefix calls, their tokens)
+  uint64_t hits = 0;       // of those, tokens attached from cached pages
+  uint64_t evictions = 0;  // cached pages reused for other content
 };
 
 class KvFullError : public Error {
@@ -93,7 +110,23 @@ class Engine {
   void set_max_context(int64_t n);
 
   int32_t new_sequence();
+  // Drops the sequence; its pages' references go, and its published full pages stay cached
+  // (unreferenced, evictable) when the prefix cache is on.
   void free_sequence(int32_t seq);
+
+  // Prefix cache. Enabled when EngineOptions::prefix_cache is set and the model's rope tables
+  // do not depend on the sequence length (dynamic, longrope: a cached key would carry another
+  // length's table than a fresh prefill gives it).
+  bool prefix_cache_enabled() const { return prefix_enabled_; }
+  // The cached pages that a sequence starting with `tokens` could attach now: whole pages of
+  // the hash chain, at most (tokens.size() - 1) / kPageSize of them so that the last token is
+  // always computed (its logits are the answer). Changes nothing.
+  PrefixMatch match_prefix(std::span<const int32_t> tokens) const;
+  // Attaches match_prefix(tokens) to `seq`, which must be empty: its cached length becomes
+  // the matched tokens, which are then never recomputed or written. Returns that length (0
+  // when the cache is off). Counts a query of tokens.size() tokens.
+  int64_t attach_prefix(int32_t seq, std::span<const int32_t> tokens);
+  PrefixCacheStats prefix_cache_stats() const;
   int64_t sequence_length(int32_t seq) const;
   const std::vector<int32_t>& sequence_tokens(int32_t seq) const;
 
@@ -102,7 +135,8 @@ class Engine {
   // sequence would exceed max_context.
   void step(std::span<const StepItem> items, std::vector<float>& logits);
   // Feeds a prompt in chunks of prefill_chunk; returns the last token's logits (or all rows
-  // when all_logits). Prompts of EngineOptions::progress_tokens or more print progress on
+  // when all_logits). An empty sequence first attaches its cached prefix (attach_prefix;
+  // not with all_logits, which needs every row). Prompts of EngineOptions::progress_tokens or more print progress on
   // stderr (unless quiet).
   void prefill(int32_t seq, std::span<const int32_t> tokens, std::vector<float>& logits,
                bool all_logits = false);
@@ -126,8 +160,12 @@ class Engine {
  private:
   Engine() = default;
   struct SeqState {
-    std::vector<int32_t> tokens;  // cached tokens
+    std::vector<int32_t> tokens;     // cached tokens
+    std::vector<uint64_t> page_keys; // chain key of each full page so far (prefix cache on)
+    bool cacheable = true;           // false after extend_by_repeating (pages are not the model's)
   };
+  // Publishes the pages of `seq` that its last step filled.
+  void publish_full_pages(int32_t seq);
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   GenerationConfig gen_config_;
@@ -138,6 +176,9 @@ class Engine {
   int64_t max_context_ = 0;
   std::string capacity_line_;
   std::unordered_map<int32_t, SeqState> seqs_;
+  bool prefix_enabled_ = false;
+  uint64_t prefix_seed_ = 0;  // chain seed: model identity, KV format, rope settings
+  PrefixCacheStats prefix_stats_;
 };
 
 }  // namespace ninfer

@@ -103,6 +103,8 @@ Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opt) : eng_(engine)
   local_.kv_pages_total = n_pages_;
   local_.kv_pages_free = eng_.pages().n_free();
   local_.kv_pages_used = eng_.pages().n_used();
+  local_.kv_pages_cached = eng_.pages().n_cached();
+  local_.prefix_cache = eng_.prefix_cache_enabled();
   stats_ = local_;
   thread_ = std::thread([this] { loop(); });
 }
@@ -231,7 +233,10 @@ void Scheduler::admit() {
   int newly_admitted = 0;
   while (!waiting_.empty() && int(running_.size()) < opt_.max_concurrency) {
     Active& a = *waiting_.front();
-    const int64_t need = pages_for_tokens(int64_t(a.tokens.size()) + 1);
+    // NOTE: the cached pages this request would attach are counted once: those other
+    // sequences hold cost nothing, unreferenced ones leave the free count when attached.
+    const PrefixMatch m = eng_.match_prefix(a.tokens);
+    const int64_t need = pages_for_tokens(int64_t(a.tokens.size()) + 1) - m.n_pages + m.n_unreferenced;
     if (!running_.empty()) {
       // Pages the running sequences still need for the tokens they hold or are about to
       // take, plus one page of growth each (NOTE: a margin against preempting a request
@@ -244,11 +249,13 @@ void Scheduler::admit() {
       if (eng_.pages().n_free() - committed < need) break;
     }
     a.seq = eng_.new_sequence();
-    a.n_fed = 0;
+    a.n_fed = size_t(eng_.attach_prefix(a.seq, a.tokens));
     if (!a.admitted_once) {
       a.admitted_once = true;
       ++newly_admitted;
       local_.prompt_tokens += a.n_prompt;
+      std::lock_guard lk(a.st->mu);
+      a.st->out.cached_tokens = int(std::min(a.n_fed, a.n_prompt));
     }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
@@ -445,6 +452,12 @@ void Scheduler::publish_stats() {
   local_.running = int(running_.size());
   local_.kv_pages_free = eng_.pages().n_free();
   local_.kv_pages_used = eng_.pages().n_used();
+  local_.kv_pages_cached = eng_.pages().n_cached();
+  const PrefixCacheStats pc = eng_.prefix_cache_stats();
+  local_.prefix_cache = eng_.prefix_cache_enabled();
+  local_.prefix_cache_queries = pc.queries;
+  local_.prefix_cache_hits = pc.hits;
+  local_.prefix_cache_evictions = pc.evictions;
   std::lock_guard lk(mu_);
   // Submitter-side counters live in stats_; the rest is the scheduler's.
   const uint64_t submitted = stats_.requests_submitted, rejected = stats_.requests_rejected;

@@ -6,7 +6,10 @@
 //   1. takes newly submitted requests into the waiting queue (FCFS) and drops cancelled ones
 //      (their sequence is freed at once, so their pages return to the pool this iteration);
 //   2. admits waiting requests while fewer than max_concurrency run and the free KV pages
-//      cover the request's tokens plus one growth page per running sequence;
+//      cover the request's tokens plus one growth page per running sequence; with the engine's
+//      prefix cache on, a request first attaches the cached pages its tokens start with
+//      (Engine::attach_prefix) and is charged only for the rest: a page another sequence holds
+//      costs nothing, an unreferenced cached one costs one (it leaves the free count);
 //   3. builds one Engine::step: one token for every decoding sequence, then prefill chunks
 //      of the prompts being prefilled (FCFS) from what is left of the step_tokens budget, so
 //      a long prompt is fed over several steps while the other streams keep decoding;
@@ -76,6 +79,7 @@ struct RequestOutput {
   std::string error;          // message when finish_reason == "error"
   int prompt_tokens = 0;
   int completion_tokens = 0;  // tokens generated so far (a stop token is not counted)
+  int cached_tokens = 0;      // prompt tokens served from the prefix cache at first admission
 };
 
 namespace detail {
@@ -111,6 +115,10 @@ class RequestHandle {
 struct SchedulerStats {
   int running = 0, waiting = 0;
   int kv_pages_used = 0, kv_pages_free = 0, kv_pages_total = 0;
+  int kv_pages_cached = 0;         // unreferenced pages kept for prefix reuse (counted in free)
+  bool prefix_cache = false;       // the engine's prefix cache is on
+  uint64_t prefix_cache_queries = 0, prefix_cache_hits = 0;  // prompt tokens looked up / found
+  uint64_t prefix_cache_evictions = 0;                        // cached pages reused
   uint64_t requests_submitted = 0, requests_rejected = 0;
   uint64_t finished_stop = 0, finished_length = 0, finished_cancelled = 0, finished_error = 0;
   uint64_t prompt_tokens = 0;      // prompt tokens of admitted requests (counted once)

@@ -78,6 +78,16 @@ std::string render_metrics(const SchedulerStats& s, const SchedulerOptions& so, 
   metric(out, "ninfer_kv_pages_free", "gauge", "KV cache pages free.", s.kv_pages_free);
   metric(out, "ninfer_kv_pages_total", "gauge", "KV cache pages in the pool.", s.kv_pages_total);
   metric(out, "ninfer_kv_page_tokens", "gauge", "Tokens per KV page.", kPageSize);
+  metric(out, "ninfer_kv_pages_cached", "gauge",
+         "KV pages no sequence holds, kept for prefix reuse (counted in ninfer_kv_pages_free).", s.kv_pages_cached);
+  metric(out, "ninfer_prefix_cache_enabled", "gauge", "1 when the prefix cache is on (off: --no-prefix-cache).",
+         s.prefix_cache ? 1 : 0);
+  metric(out, "ninfer_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+         double(s.prefix_cache_queries));
+  metric(out, "ninfer_prefix_cache_hits_total", "counter", "Prompt tokens served from cached KV pages.",
+         double(s.prefix_cache_hits));
+  metric(out, "ninfer_prefix_cache_evictions_total", "counter", "Cached KV pages evicted for new content.",
+         double(s.prefix_cache_evictions));
   metric(out, "ninfer_max_context_tokens", "gauge", "Tokens one sequence may hold (--max-context).",
          double(s.max_context));
   out += http.render();

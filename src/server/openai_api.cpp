@@ -411,7 +411,8 @@ ApiRequest parse_completion_request(const json& body) {
 json usage_json(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 static json reason_json(const std::string& r) { return r.empty() ? json(nullptr) : json(r); }

@@ -78,6 +78,7 @@ json parse_body(const std::string& text);
 
 struct Usage {
   int prompt_tokens = 0, completion_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens served from the prefix cache (prompt_tokens_details)
 };
 json usage_json(const Usage& u);
 

@@ -235,7 +235,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
       const bool down = !sched.running();
       throw ApiError{down ? 503 : 500, o.error, "server_error", "", down ? "shutting_down" : "internal_error"};
     }
-    const Usage u{n_prompt, o.completion_tokens};
+    const Usage u{n_prompt, o.completion_tokens, o.cached_tokens};
     json out = ctx->chat ? chat_completion(ctx->meta, o.text, o.finish_reason, u)
                          : text_completion(ctx->meta, o.text, o.finish_reason, u);
     res.status = 200;
@@ -284,7 +284,7 @@ void Server::Impl::stream(httplib::Response& res, std::shared_ptr<StreamCtx> ctx
       }
       if (o.finished) {
         c.ended = true;
-        const Usage u{c.prompt_tokens, o.completion_tokens};
+        const Usage u{c.prompt_tokens, o.completion_tokens, o.cached_tokens};
         std::string tail;
         if (o.finish_reason == "error" || o.finish_reason == "cancelled") {
           // The status line is long gone: the error travels as an event, as OpenAI's does.
