@@ -49,13 +49,20 @@ RegisterCommand reg_serve("serve", "OpenAI-compatible HTTP server with continuou
   app->add_option("--max-body-bytes", c->max_body, "largest request body (e.g. 8MiB); more gets HTTP 413")
       ->capture_default_str();
   app->add_option("--http-threads", c->so.http_threads,
-                  "HTTP handler threads (0: max-concurrency + max-queue + 8)")->capture_default_str();
+                  "HTTP handler threads kept (0: max-concurrency + max-queue + 8)")->capture_default_str();
+  app->add_option("--http-max-threads", c->so.http_max_threads,
+                  "HTTP handler threads at most: the pool grows by one whenever every thread holds a "
+                  "connection (idle keep-alive ones included)")->capture_default_str();
   app->add_flag("--no-request-log", c->quiet_requests, "do not log one line per request on stderr");
   app->add_flag("--no-prefix-cache", c->no_prefix_cache,
                 "do not reuse the KV pages of earlier prompts that a new prompt starts with");
+  app->add_option("--allowed-origins", c->so.allowed_origins,
+                  "origins browsers may call the API from (CORS), comma-separated; '*' for any")
+      ->delimiter(',');
   app->callback([c]() {
     if (c->so.port < 0 || c->so.port > 65535) fail("--port must be in 0..65535, got {}", c->so.port);
     if (c->so.http_threads < 0) fail("--http-threads must be >= 0, got {}", c->so.http_threads);
+    if (c->so.http_max_threads < 1) fail("--http-max-threads must be >= 1, got {}", c->so.http_max_threads);
     if (c->sched.max_concurrency < 1) fail("--max-concurrency must be >= 1, got {}", c->sched.max_concurrency);
     if (c->sched.max_queue < 0) fail("--max-queue must be >= 0, got {}", c->sched.max_queue);
     if (c->sched.step_tokens < 1) fail("--step-tokens must be >= 1, got {}", c->sched.step_tokens);

@@ -19,6 +19,10 @@ void SamplingParams::validate() const {
     fail("presence_penalty must be in [-2, 2], got {}", presence_penalty);
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
     fail("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
+  for (auto [t, b] : logit_bias) {
+    if (t < 0) fail("logit_bias: token id {} is negative", t);
+    if (!(b >= -100.0f && b <= 100.0f)) fail("logit_bias: the bias of token {} must be in [-100, 100], got {}", t, b);
+  }
 }
 
 Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
@@ -27,17 +31,25 @@ int32_t argmax(std::span<const float> logits) {
   return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
-int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history, size_t n_prompt) {
   const int32_t vocab = int32_t(logits.size());
-  if (p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
-    std::unordered_map<int32_t, int> counts;
+  for (auto [t, b] : p_.logit_bias)
+    if (t >= 0 && t < vocab) logits[size_t(t)] += b;
+  n_prompt = std::min(n_prompt, history.size());
+  if (p_.repetition_penalty != 1.0f) {
+    std::unordered_map<int32_t, int> seen;
     for (int32_t t : history)
-      if (t >= 0 && t < vocab) ++counts[t];
-    for (auto [t, n] : counts) {
+      if (t >= 0 && t < vocab) seen[t] = 1;
+    for (auto [t, n] : seen) {
       float& l = logits[size_t(t)];
-      if (p_.repetition_penalty != 1.0f) l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
-      l -= p_.presence_penalty + p_.frequency_penalty * float(n);
+      l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
     }
+  }
+  if (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
+    std::unordered_map<int32_t, int> counts;
+    for (int32_t t : history.subspan(n_prompt))
+      if (t >= 0 && t < vocab) ++counts[t];
+    for (auto [t, n] : counts) logits[size_t(t)] -= p_.presence_penalty + p_.frequency_penalty * float(n);
   }
   if (p_.temperature == 0.0f) return argmax(logits);
 
@@ -80,6 +92,26 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
     if (r <= 0) return cand_[i].second;
   }
   return cand_[keep - 1].second;
+}
+
+TokenLogprob token_logprob(std::span<const float> logits, int32_t token, int top_n) {
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(double(l) - double(mx));
+  const double lse = double(mx) + std::log(sum);
+  TokenLogprob r;
+  r.token = token;
+  r.logprob = float(double(logits[size_t(token)]) - lse);
+  const size_t k = std::min(logits.size(), size_t(std::max(0, top_n)));
+  if (k > 0) {
+    std::vector<int32_t> ids(logits.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+    std::partial_sort(ids.begin(), ids.begin() + long(k), ids.end(), [&](int32_t a, int32_t b) {
+      return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
+    });
+    for (size_t i = 0; i < k; ++i) r.top.emplace_back(ids[i], float(double(logits[size_t(ids[i])]) - lse));
+  }
+  return r;
 }
 
 }  // namespace ninfer

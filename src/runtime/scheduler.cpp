@@ -47,9 +47,13 @@ RequestHandle::~RequestHandle() {
 
 RequestOutput RequestHandle::take(std::chrono::milliseconds timeout) {
   std::unique_lock lk(s_->mu);
-  s_->cv.wait_for(lk, timeout, [&] { return !s_->out.text.empty() || s_->out.finished; });
+  s_->cv.wait_for(lk, timeout, [&] {
+    return !s_->out.text.empty() || s_->out.finished || !s_->out.logprobs.empty() || !s_->out.prompt_logprobs.empty();
+  });
   RequestOutput r = s_->out;
   s_->out.text.clear();
+  s_->out.logprobs.clear();
+  s_->out.prompt_logprobs.clear();
   return r;
 }
 
@@ -58,6 +62,8 @@ RequestOutput RequestHandle::wait_done() {
   s_->cv.wait(lk, [&] { return s_->out.finished; });
   RequestOutput r = s_->out;
   s_->out.text.clear();
+  s_->out.logprobs.clear();
+  s_->out.prompt_logprobs.clear();
   return r;
 }
 
@@ -86,6 +92,8 @@ struct Scheduler::Active {
   Tokenizer::StreamDecoder dec;
   std::string pending;          // decoded text held back (partial stop string)
   std::vector<int32_t> stop_ids;
+  std::vector<TokenLogprob> prompt_lp;  // prompt_logprobs: positions 1..prompt_lp.size() so far
+  bool prompt_lp_sent = false;
 
   Active(std::shared_ptr<detail::RequestState> s, const Tokenizer& tok)
       : st(std::move(s)), sampler(st->params.sampling), dec(tok) {}
@@ -128,6 +136,10 @@ RequestHandle Scheduler::submit(RequestParams p) {
   p.sampling.validate();
   for (const std::string& s : p.stop_strings)
     if (s.empty()) fail("stop strings must not be empty");
+  for (auto [t, b] : p.sampling.logit_bias)
+    if (t >= vocab_) fail("logit_bias: token id {} is outside the vocabulary (0..{})", t, vocab_ - 1);
+  if (p.logprobs > vocab_) fail("logprobs: {} alternatives asked, the vocabulary has {} tokens", p.logprobs, vocab_);
+  if (p.prompt_logprobs && p.logprobs < 0) fail("prompt log-probabilities need logprobs >= 0");
   const int64_t n = int64_t(p.prompt.size());
   if (n >= max_context_)
     throw PromptTooLongError(fmt::format(
@@ -217,7 +229,7 @@ void Scheduler::iterate(std::vector<std::shared_ptr<detail::RequestState>>& inco
   // Cancellations and zero-token requests.
   for (auto& a : waiting_)
     if (a->st->cancel) finish(*a, "cancelled");
-    else if (a->budget == 0) finish(*a, "length");
+    else if (a->budget == 0 && !a->st->params.prompt_logprobs) finish(*a, "length");
   for (auto& a : running_)
     if (a->st->cancel) finish(*a, "cancelled");
   auto is_done = [](const std::unique_ptr<Active>& a) { return a->done; };
@@ -235,7 +247,10 @@ void Scheduler::admit() {
     Active& a = *waiting_.front();
     // NOTE: the cached pages this request would attach are counted once: those other
     // sequences hold cost nothing, unreferenced ones leave the free count when attached.
-    const PrefixMatch m = eng_.match_prefix(a.tokens);
+    // Prompt log-probabilities need logits at every prompt position: such a request takes
+    // nothing from the prefix cache until they are sent.
+    const bool attach = !(a.st->params.prompt_logprobs && !a.prompt_lp_sent);
+    const PrefixMatch m = attach ? eng_.match_prefix(a.tokens) : PrefixMatch{};
     const int64_t need = pages_for_tokens(int64_t(a.tokens.size()) + 1) - m.n_pages + m.n_unreferenced;
     if (!running_.empty()) {
       // Pages the running sequences still need for the tokens they hold or are about to
@@ -249,7 +264,7 @@ void Scheduler::admit() {
       if (eng_.pages().n_free() - committed < need) break;
     }
     a.seq = eng_.new_sequence();
-    a.n_fed = size_t(eng_.attach_prefix(a.seq, a.tokens));
+    a.n_fed = attach ? size_t(eng_.attach_prefix(a.seq, a.tokens)) : 0;
     if (!a.admitted_once) {
       a.admitted_once = true;
       ++newly_admitted;
@@ -336,8 +351,13 @@ void Scheduler::run_step() {
 
   std::vector<StepItem> items;
   items.reserve(plan.size());
+  // Prompt log-probabilities need every row of the chunks that cover prompt positions.
+  auto all_rows = [](const Plan& p) {
+    const Active& a = *p.a;
+    return !p.decode && a.st->params.prompt_logprobs && !a.prompt_lp_sent && a.n_fed < a.n_prompt;
+  };
   for (const Plan& p : plan)
-    items.push_back(StepItem{p.a->seq, std::span<const int32_t>(p.a->tokens.data() + p.a->n_fed, p.n), false});
+    items.push_back(StepItem{p.a->seq, std::span<const int32_t>(p.a->tokens.data() + p.a->n_fed, p.n), all_rows(p)});
   const auto t0 = Clock::now();
   try {
     eng_.step(items, logits_);
@@ -350,23 +370,61 @@ void Scheduler::run_step() {
   local_.step_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   ++local_.steps;
   const size_t vocab = size_t(vocab_);
+  size_t row0 = 0;  // first logits row of plan[k]
   for (size_t k = 0; k < plan.size(); ++k) {
     Active& a = *plan[k].a;
+    const bool rows = items[k].all_logits;
+    const size_t n_rows = rows ? plan[k].n : 1;
+    const size_t start = a.n_fed;
     a.n_fed += plan[k].n;
     if (!plan[k].decode) local_.prefill_tokens += plan[k].n;
+    const RequestParams& rp = a.st->params;
+    if (rows) {
+      // Row j follows the token at position start + j and predicts position start + j + 1.
+      for (size_t j = 0; j < n_rows; ++j) {
+        const size_t pos = start + j + 1;
+        if (pos >= a.n_prompt || pos != a.prompt_lp.size() + 1) continue;
+        a.prompt_lp.push_back(
+            token_logprob(std::span<const float>(logits_.data() + (row0 + j) * vocab, vocab), a.tokens[pos], rp.logprobs));
+      }
+    }
+    std::span<float> row(logits_.data() + (row0 + n_rows - 1) * vocab, vocab);
+    row0 += n_rows;
     if (a.remaining() != 0) continue;  // prefill not complete yet
-    std::span<float> row(logits_.data() + k * vocab, vocab);
-    const int32_t tok = a.sampler.sample(row, a.tokens);
-    emit_token(a, tok);
+    if (rp.prompt_logprobs && !a.prompt_lp_sent) {
+      a.prompt_lp_sent = true;
+      {
+        std::lock_guard lk(a.st->mu);
+        a.st->out.prompt_logprobs = std::move(a.prompt_lp);
+      }
+      a.prompt_lp.clear();
+      a.st->cv.notify_all();
+      // max_tokens 0 with prompt log-probabilities: scoring the prompt is the whole request.
+      if (a.budget == 0) {
+        finish(a, "length");
+        continue;
+      }
+    }
+    const bool want_lp = rp.logprobs >= 0;
+    if (want_lp) raw_row_.assign(row.begin(), row.end());
+    if (rp.constraint && !rp.constraint->mask(row)) {
+      finish(a, "error", "structured output: no token can continue the constrained output");
+      continue;
+    }
+    const int32_t tok = a.sampler.sample(row, a.tokens, a.n_prompt);
+    TokenLogprob lp;
+    if (want_lp) lp = token_logprob(raw_row_, tok, rp.logprobs);
+    emit_token(a, tok, want_lp ? &lp : nullptr);
   }
 }
 
-void Scheduler::emit_token(Active& a, int32_t tok) {
+void Scheduler::emit_token(Active& a, int32_t tok, TokenLogprob* lp) {
   ++local_.generated_tokens;
   const std::vector<std::string>& stops = a.st->params.stop_strings;
   std::string out;
   std::string reason;
-  if (std::find(a.stop_ids.begin(), a.stop_ids.end(), tok) != a.stop_ids.end()) {
+  const bool stop_token = std::find(a.stop_ids.begin(), a.stop_ids.end(), tok) != a.stop_ids.end();
+  if (stop_token) {
     // The held-back text was not a stop string after all: it belongs to the answer.
     out = std::move(a.pending) + a.dec.flush();
     a.pending.clear();
@@ -375,6 +433,8 @@ void Scheduler::emit_token(Active& a, int32_t tok) {
     a.tokens.push_back(tok);
     ++a.n_generated;
     a.pending += a.dec.push(tok);
+    const std::shared_ptr<TokenConstraint>& constraint = a.st->params.constraint;
+    if (constraint) constraint->accept(tok);
     bool hit = false;
     if (!stops.empty()) {
       size_t cut = std::string::npos;
@@ -388,10 +448,10 @@ void Scheduler::emit_token(Active& a, int32_t tok) {
       out = std::move(a.pending);
       a.pending.clear();
       reason = "stop";
-    } else if (a.n_generated >= a.budget) {
+    } else if (a.n_generated >= a.budget || (constraint && constraint->done())) {
       out = std::move(a.pending) + a.dec.flush();
       a.pending.clear();
-      reason = "length";
+      reason = a.n_generated >= a.budget && !(constraint && constraint->done()) ? "length" : "stop";
     } else {
       const size_t hold = stop_string_holdback(a.pending, stops);
       out = a.pending.substr(0, a.pending.size() - hold);
@@ -402,6 +462,7 @@ void Scheduler::emit_token(Active& a, int32_t tok) {
     std::lock_guard lk(a.st->mu);
     a.st->out.text += out;
     a.st->out.completion_tokens = int(a.n_generated);
+    if (lp && !stop_token) a.st->out.logprobs.push_back(std::move(*lp));
   }
   a.st->cv.notify_all();
   if (!reason.empty()) finish(a, reason);

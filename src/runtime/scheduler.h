@@ -38,6 +38,7 @@
 #include "core/error.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
+#include "runtime/token_constraint.h"
 
 namespace ninfer {
 
@@ -69,6 +70,15 @@ struct RequestParams {
   SamplingParams sampling;      // validated by submit()
   std::vector<std::string> stop_strings;  // non-empty strings
   bool ignore_eos = false;      // do not stop at the model's EOS tokens
+  // >= 0: report each generated token's log-probability and this many most likely
+  // alternatives (of the model's distribution, before bias, penalties and constraint).
+  int logprobs = -1;
+  // Also report the log-probability of every prompt token after the first (logprobs
+  // alternatives each); the prompt is then prefilled with logits for every position.
+  bool prompt_logprobs = false;
+  // Masks the logits before every sample (structured output); null: none. Owned by the
+  // request; used only by the scheduler thread after submit.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 // What a request produced since the last take(), and how it ended.
@@ -80,6 +90,11 @@ struct RequestOutput {
   int prompt_tokens = 0;
   int completion_tokens = 0;  // tokens generated so far (a stop token is not counted)
   int cached_tokens = 0;      // prompt tokens served from the prefix cache at first admission
+  // RequestParams::logprobs >= 0: one entry per generated token since the last take (a
+  // stop token has none), in order.
+  std::vector<TokenLogprob> logprobs;
+  // RequestParams::prompt_logprobs: prompt tokens 1..n-1, delivered once, before any text.
+  std::vector<TokenLogprob> prompt_logprobs;
 };
 
 namespace detail {
@@ -163,7 +178,7 @@ class Scheduler {
   void run_step();
   void preempt(size_t running_index);
   void finish(Active& a, const std::string& reason, const std::string& error = {});
-  void emit_token(Active& a, int32_t tok);
+  void emit_token(Active& a, int32_t tok, TokenLogprob* lp);
   void publish_stats();
 
   Engine& eng_;
@@ -186,6 +201,7 @@ class Scheduler {
   std::deque<std::unique_ptr<Active>> waiting_;
   std::vector<std::unique_ptr<Active>> running_;  // in admission order
   std::vector<float> logits_;
+  std::vector<float> raw_row_;  // a row before sampling changes it (logprobs)
   SchedulerStats local_;
   struct RateSample {
     std::chrono::steady_clock::time_point t;

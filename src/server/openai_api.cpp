@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "server/json_schema.h"
 #include "text/jinja_json.h"
 
 namespace ninfer::server {
@@ -140,12 +141,23 @@ void parse_common(const json& body, ApiRequest& r) {
   }
 
   if (std::optional<int64_t> n = get_int(body, "n")) {
-    if (*n < 1) bad("n", fmt::format("'n' must be >= 1, got {}", *n));
-    if (*n > 1) unsupported("n", fmt::format("'n' = {} is not supported: this server returns one choice per request", *n));
+    if (*n < 1 || *n > kMaxChoices) bad("n", fmt::format("'n' must be between 1 and {}, got {}", kMaxChoices, *n));
+    r.n = int(*n);
   }
+  // logit_bias: {"token id": bias}, the id as a decimal string (JSON keys are strings).
   if (const json* lb = field(body, "logit_bias")) {
-    if (!lb->is_object()) wrong_type("logit_bias", "an object", *lb);
-    if (!lb->empty()) unsupported("logit_bias", "'logit_bias' is not supported by this server");
+    if (!lb->is_object()) wrong_type("logit_bias", "an object mapping token ids to biases", *lb);
+    for (auto it = lb->begin(); it != lb->end(); ++it) {
+      const std::string w = fmt::format("logit_bias.{}", it.key());
+      const std::string& k = it.key();
+      int64_t id = -1;
+      if (!k.empty() && k.size() <= 9 && k.find_first_not_of("0123456789") == std::string::npos) id = std::stoll(k);
+      if (id < 0) bad(w, fmt::format("'logit_bias' keys must be token ids (decimal integers), got '{}'", k));
+      if (!it->is_number()) wrong_type(w, "a number", *it);
+      const double b = it->get<double>();
+      if (!(b >= -100.0 && b <= 100.0)) bad(w, fmt::format("'{}' must be between -100 and 100, got {}", w, b));
+      r.sampling.logit_bias.emplace_back(int32_t(id), float(b));
+    }
   }
 }
 
@@ -335,17 +347,42 @@ ApiRequest parse_chat_request(const json& body, const nlohmann::ordered_json* or
     // NOTE: tool_choice "none": the model must not call tools, so it is not shown any.
     if (!tools->empty() && !tool_choice_none) r.tools = jinja::from_json(ob.at("tools"));
   }
-  if (const json* lp = field(body, "logprobs")) {
-    if (!lp->is_boolean()) wrong_type("logprobs", "a boolean", *lp);
-    if (lp->get<bool>()) unsupported("logprobs", "'logprobs' is not supported by this server");
+  const bool logprobs = get_bool(body, "logprobs").value_or(false);
+  if (std::optional<int64_t> tl = get_int(body, "top_logprobs")) {
+    if (*tl < 0 || *tl > kMaxTopLogprobs)
+      bad("top_logprobs", fmt::format("'top_logprobs' must be between 0 and {}, got {}", kMaxTopLogprobs, *tl));
+    if (!logprobs && *tl > 0) bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    r.logprobs = int(*tl);
   }
-  if (std::optional<int64_t> tl = get_int(body, "top_logprobs"); tl && *tl != 0)
-    unsupported("top_logprobs", "'top_logprobs' is not supported by this server");
+  if (logprobs) r.logprobs = std::max(r.logprobs, 0);
+  else r.logprobs = -1;
   if (const json* rf = field(body, "response_format")) {
     if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
     const json* t = field(*rf, "type");
-    if (t && !(t->is_string() && *t == "text"))
-      unsupported("response_format", fmt::format("'response_format' type {} is not supported (only 'text')", t->dump()));
+    if (!t) bad("response_format.type", "'response_format.type' is required", "missing_required_parameter");
+    if (!t->is_string()) wrong_type("response_format.type", "a string", *t);
+    const std::string type = t->get<std::string>();
+    if (type == "json_object") {
+      r.grammar = json_object_grammar();
+    } else if (type == "json_schema") {
+      const json* js = field(*rf, "json_schema");
+      if (!js) bad("response_format.json_schema", "'response_format.json_schema' is required for type 'json_schema'",
+                   "missing_required_parameter");
+      if (!js->is_object()) wrong_type("response_format.json_schema", "an object", *js);
+      if (const json* nm = field(*js, "name"); nm && !nm->is_string())
+        wrong_type("response_format.json_schema.name", "a string", *nm);
+      if (const json* st = field(*js, "strict"); st && !st->is_boolean())
+        wrong_type("response_format.json_schema.strict", "a boolean", *st);
+      const json* sc = field(*js, "schema");
+      if (sc && !sc->is_object() && !sc->is_boolean())
+        wrong_type("response_format.json_schema.schema", "an object (a JSON Schema)", *sc);
+      // The ordered copy: properties are generated in the order the client wrote them.
+      r.grammar = compile_json_schema(sc ? ob.at("response_format").at("json_schema").at("schema") : ojson::object(),
+                                      "response_format.json_schema.schema");
+    } else if (type != "text") {
+      bad("response_format.type",
+          fmt::format("'response_format.type' must be 'text', 'json_object' or 'json_schema', got '{}'", type));
+    }
   }
   if (field(body, "audio")) unsupported("audio", "'audio' output is not supported by this server");
   if (const json* mod = field(body, "modalities")) {
@@ -376,31 +413,45 @@ ApiRequest parse_completion_request(const json& body) {
     return ids;
   };
   if (p->is_string()) {
-    r.prompt_text = p->get<std::string>();
+    r.prompts.push_back(PromptInput{p->get<std::string>(), {}});
   } else if (p->is_array()) {
     if (p->empty()) bad("prompt", "'prompt' must not be empty");
     const json& first = (*p)[0];
     if (first.is_number()) {
-      r.prompt_ids = ids_from(*p, "prompt");
+      r.prompts.push_back(PromptInput{std::nullopt, ids_from(*p, "prompt")});
     } else {
-      if (p->size() > 1)
-        unsupported("prompt", fmt::format("'prompt' holds {} prompts; batched prompts are not supported, send one per request",
-                                          p->size()));
-      if (first.is_string()) r.prompt_text = first.get<std::string>();
-      else if (first.is_array()) r.prompt_ids = ids_from(first, "prompt[0]");
-      else wrong_type("prompt[0]", "a string or an array of token ids", first);
+      // A list of prompts: strings or token-id arrays (mixed, as OpenAI allows).
+      if (p->size() > kMaxPrompts)
+        bad("prompt", fmt::format("'prompt' holds {} prompts; at most {} are supported", p->size(), kMaxPrompts));
+      for (size_t i = 0; i < p->size(); ++i) {
+        const json& x = (*p)[i];
+        const std::string w = fmt::format("prompt[{}]", i);
+        if (x.is_string()) {
+          r.prompts.push_back(PromptInput{x.get<std::string>(), {}});
+        } else if (x.is_array()) {
+          if (x.empty()) bad(w, fmt::format("'{}' must not be empty", w));
+          r.prompts.push_back(PromptInput{std::nullopt, ids_from(x, w)});
+        } else {
+          wrong_type(w, "a string or an array of token ids", x);
+        }
+      }
     }
   } else {
     wrong_type("prompt", "a string, an array of strings or an array of token ids", *p);
   }
   parse_common(body, r);
-  if (const json* lp = field(body, "logprobs")) {
-    if (!lp->is_number_integer()) wrong_type("logprobs", "an integer", *lp);
-    unsupported("logprobs", "'logprobs' is not supported by this server");
+  if (std::optional<int64_t> lp = get_int(body, "logprobs")) {
+    if (*lp < 0 || *lp > kMaxTopLogprobs)
+      bad("logprobs", fmt::format("'logprobs' must be between 0 and {}, got {}", kMaxTopLogprobs, *lp));
+    r.logprobs = int(*lp);
   }
-  if (get_bool(body, "echo").value_or(false)) unsupported("echo", "'echo' is not supported by this server");
-  if (std::optional<int64_t> bo = get_int(body, "best_of"); bo && *bo != 1)
-    unsupported("best_of", "'best_of' other than 1 is not supported by this server");
+  r.echo = get_bool(body, "echo").value_or(false);
+  if (std::optional<int64_t> bo = get_int(body, "best_of")) {
+    if (*bo < r.n || *bo > kMaxChoices)
+      bad("best_of", fmt::format("'best_of' must be between 'n' ({}) and {}, got {}", r.n, kMaxChoices, *bo));
+    if (*bo > r.n && r.stream) bad("best_of", "'best_of' greater than 'n' cannot be streamed", "invalid_value");
+    r.best_of = int(*bo);
+  }
   if (const json* sfx = field(body, "suffix")) {
     if (!sfx->is_string()) wrong_type("suffix", "a string", *sfx);
     if (!sfx->get<std::string>().empty()) unsupported("suffix", "'suffix' (insertion) is not supported by this server");
@@ -417,35 +468,81 @@ json usage_json(const Usage& u) {
 
 static json reason_json(const std::string& r) { return r.empty() ? json(nullptr) : json(r); }
 
-json chat_completion(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
-                     const Usage& u) {
-  json choice = {{"index", 0},
-                 {"message", {{"role", "assistant"}, {"content", text}}},
-                 {"logprobs", nullptr},
-                 {"finish_reason", reason_json(finish_reason)}};
-  return {{"id", m.id},           {"object", "chat.completion"}, {"created", m.created},
-          {"model", m.model},     {"choices", json::array({choice})}, {"usage", usage_json(u)},
+static json bytes_json(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(int(c));
+  return b;
+}
+
+json chat_logprobs(const std::vector<LogprobEntry>& entries) {
+  json content = json::array();
+  for (const LogprobEntry& e : entries) {
+    json top = json::array();
+    for (const auto& [t, l] : e.top) top.push_back({{"token", t}, {"logprob", l}, {"bytes", bytes_json(t)}});
+    content.push_back({{"token", e.token},
+                       {"logprob", e.logprob ? json(*e.logprob) : json(nullptr)},
+                       {"bytes", bytes_json(e.token)},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}, {"refusal", nullptr}};
+}
+
+json completion_logprobs(const std::vector<LogprobEntry>& entries, size_t offset0) {
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
+  size_t off = offset0;
+  for (const LogprobEntry& e : entries) {
+    tokens.push_back(e.token);
+    lps.push_back(e.logprob ? json(*e.logprob) : json(nullptr));
+    if (!e.logprob) {
+      tops.push_back(nullptr);
+    } else {
+      json t = json::object();
+      for (const auto& [s, l] : e.top)
+        if (!t.contains(s)) t[s] = l;  // NOTE: two ids with the same bytes keep the likelier
+      tops.push_back(t);
+    }
+    offs.push_back(off);
+    off += e.token.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
+}
+
+json chat_completion(const ResponseMeta& m, const std::vector<Choice>& choices, const Usage& u) {
+  json cs = json::array();
+  for (size_t i = 0; i < choices.size(); ++i)
+    cs.push_back({{"index", i},
+                  {"message", {{"role", "assistant"}, {"content", choices[i].text}}},
+                  {"logprobs", choices[i].logprobs},
+                  {"finish_reason", reason_json(choices[i].finish_reason)}});
+  return {{"id", m.id},       {"object", "chat.completion"}, {"created", m.created},
+          {"model", m.model}, {"choices", cs},               {"usage", usage_json(u)},
           {"system_fingerprint", nullptr}};
 }
 
-json text_completion(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
-                     const Usage& u) {
-  json choice = {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", reason_json(finish_reason)}};
-  return {{"id", m.id},       {"object", "text_completion"},      {"created", m.created},
-          {"model", m.model}, {"choices", json::array({choice})}, {"usage", usage_json(u)},
+json text_completion(const ResponseMeta& m, const std::vector<Choice>& choices, const Usage& u) {
+  json cs = json::array();
+  for (size_t i = 0; i < choices.size(); ++i)
+    cs.push_back({{"index", i},
+                  {"text", choices[i].text},
+                  {"logprobs", choices[i].logprobs},
+                  {"finish_reason", reason_json(choices[i].finish_reason)}});
+  return {{"id", m.id},       {"object", "text_completion"}, {"created", m.created},
+          {"model", m.model}, {"choices", cs},               {"usage", usage_json(u)},
           {"system_fingerprint", nullptr}};
 }
 
-json chat_chunk(const ResponseMeta& m, const json& delta, const std::string& finish_reason, bool include_usage) {
-  json choice = {{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", reason_json(finish_reason)}};
+json chat_chunk(const ResponseMeta& m, const json& delta, const std::string& finish_reason, bool include_usage,
+                int index, const json& logprobs) {
+  json choice = {{"index", index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", reason_json(finish_reason)}};
   json j = {{"id", m.id},       {"object", "chat.completion.chunk"}, {"created", m.created},
             {"model", m.model}, {"choices", json::array({choice})},  {"system_fingerprint", nullptr}};
   if (include_usage) j["usage"] = nullptr;
   return j;
 }
 
-json text_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason, bool include_usage) {
-  json choice = {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", reason_json(finish_reason)}};
+json text_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason, bool include_usage,
+                int index, const json& logprobs) {
+  json choice = {{"index", index}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", reason_json(finish_reason)}};
   json j = {{"id", m.id},       {"object", "text_completion"},      {"created", m.created},
             {"model", m.model}, {"choices", json::array({choice})}, {"system_fingerprint", nullptr}};
   if (include_usage) j["usage"] = nullptr;

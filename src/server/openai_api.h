@@ -5,9 +5,13 @@
 //
 // Policy on fields: every field we implement is type- and range-checked; fields OpenAI has
 // and we do not implement are accepted at their default/neutral value and refused (400,
-// code "unsupported_parameter") otherwise (n > 1, logprobs, tool_choice "required",
-// response_format json, ...); fields we do not know are ignored, as clients send vendor
-// extensions.
+// code "unsupported_parameter") otherwise (tool_choice "required", suffix, audio, ...);
+// fields we do not know are ignored, as clients send vendor extensions.
+// Choices: `n` choices per prompt (and `best_of` candidates, the n with the highest mean
+// token log-probability returned); /v1/completions takes a list of prompts, choice index
+// prompt * n + i, as OpenAI numbers them. `response_format` json_object / json_schema is
+// compiled here (json_schema.h; a schema it cannot enforce is a 400 naming the keyword). `logprobs` (chat: bool + top_logprobs; completions:
+// an int, with `echo` also the prompt's) report log_softmax of the model's logits.
 // Tools: `tools`, assistant `tool_calls` (arguments given as a JSON string are parsed into an
 // object, as vLLM does), `tool` messages and `reasoning_content` go to the chat template,
 // which renders them; the reply is the model's text as is (no tool-call parser: a call comes
@@ -17,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +32,7 @@
 namespace ninfer::server {
 
 using json = nlohmann::json;
+class JsonGrammar;  // json_schema.h
 
 struct ApiError {
   int status = 400;
@@ -46,14 +52,31 @@ struct Message {
   jinja::Value fields{};  // tool_calls, tool_call_id, name, reasoning_content (a dict), or undefined
 };
 
+// One /v1/completions prompt: text, or token ids when `text` is empty.
+struct PromptInput {
+  std::optional<std::string> text;
+  std::vector<int32_t> ids;
+};
+
+// NOTE: bounds on what one request may fan out to (each choice is a scheduler request; the
+// queue limit applies on top).
+constexpr int kMaxChoices = 16;       // n, best_of
+constexpr size_t kMaxPrompts = 32;    // prompts in one /v1/completions request
+constexpr int kMaxTopLogprobs = 20;   // OpenAI's limit for top_logprobs (vLLM's too)
+
 // A checked request. The prompt is either chat messages (kChat), text or token ids
 // (kCompletion); the server turns it into tokens.
 struct ApiRequest {
   Endpoint endpoint = Endpoint::kChat;
   std::string model;                   // as sent ("" if absent)
   std::vector<Message> messages;       // kChat
-  std::optional<std::string> prompt_text;     // kCompletion, text prompt
-  std::optional<std::vector<int32_t>> prompt_ids;  // kCompletion, token-id prompt
+  std::vector<PromptInput> prompts;    // kCompletion: one or more
+  int n = 1;                           // choices per prompt
+  int best_of = 0;                     // kCompletion: candidates per prompt (0: n)
+  int logprobs = -1;                   // -1: none; else alternatives per token (top_logprobs)
+  bool echo = false;                   // kCompletion: the prompt comes back before the completion
+  // kChat: response_format json_object / json_schema, compiled; null for text.
+  std::shared_ptr<const JsonGrammar> grammar;
   int64_t max_tokens = -1;             // -1: up to the context limit
   SamplingParams sampling;
   bool seed_given = false;
@@ -82,6 +105,26 @@ struct Usage {
 };
 json usage_json(const Usage& u);
 
+// One token of a logprobs report: its bytes (may be part of a UTF-8 character), its
+// log-probability (none for the first prompt token, which has no context), the alternatives.
+struct LogprobEntry {
+  std::string token;
+  std::optional<float> logprob;
+  std::vector<std::pair<std::string, float>> top;
+};
+// Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}], "refusal": null}.
+json chat_logprobs(const std::vector<LogprobEntry>& entries);
+// Completions: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}; text_offset is the
+// byte offset of each token in the choice's text, starting at `offset0`.
+json completion_logprobs(const std::vector<LogprobEntry>& entries, size_t offset0);
+
+// One choice of a response; logprobs null when not asked for.
+struct Choice {
+  std::string text;
+  std::string finish_reason;
+  json logprobs;
+};
+
 // Identity of one response: "chatcmpl-..."/"cmpl-..." id, creation time, model name.
 struct ResponseMeta {
   std::string id;
@@ -89,15 +132,16 @@ struct ResponseMeta {
   std::string model;
 };
 
-// finish_reason "" -> null.
-json chat_completion(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
-                     const Usage& u);
-json text_completion(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
-                     const Usage& u);
-// Stream chunks. `delta` for chat ({"role": ...} or {"content": ...} or {}); `text` for
-// completions. include_usage adds "usage": null, as OpenAI does on every chunk but the last.
-json chat_chunk(const ResponseMeta& m, const json& delta, const std::string& finish_reason, bool include_usage);
-json text_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason, bool include_usage);
+// finish_reason "" -> null. Choices are numbered in order.
+json chat_completion(const ResponseMeta& m, const std::vector<Choice>& choices, const Usage& u);
+json text_completion(const ResponseMeta& m, const std::vector<Choice>& choices, const Usage& u);
+// Stream chunks of choice `index`. `delta` for chat ({"role": ...} or {"content": ...} or {});
+// `text` for completions. include_usage adds "usage": null, as OpenAI does on every chunk
+// but the last.
+json chat_chunk(const ResponseMeta& m, const json& delta, const std::string& finish_reason, bool include_usage,
+                int index = 0, const json& logprobs = nullptr);
+json text_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason, bool include_usage,
+                int index = 0, const json& logprobs = nullptr);
 // The final usage chunk: empty choices and the usage object.
 json usage_chunk(const ResponseMeta& m, bool chat, const Usage& u);
 

@@ -3,18 +3,30 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include "core/error.h"
 #include "runtime/engine.h"
 #include "runtime/scheduler.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
+#include "server/structured_output.h"
 #include "text/chat_template.h"
 
 namespace ninfer::server {
@@ -55,17 +67,185 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(error_body(e).dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
-// One streaming response: the request's handle and what the chunks need.
-struct StreamCtx {
+// A TaskQueue that never makes a connection wait for a thread (cpp-httplib runs one
+// connection per task, for as long as the client keeps it alive): an idle worker takes a
+// new connection, and when none is idle a new worker starts, up to max_threads (beyond that
+// connections queue). Workers idle for kWorkerIdle exit, down to min_threads. So idle
+// keep-alive connections cost a sleeping thread each, never a stalled /health.
+class ElasticPool : public httplib::TaskQueue {
+ public:
+  ElasticPool(size_t min_threads, size_t max_threads) : min_(min_threads), max_(std::max(min_threads, max_threads)) {
+    std::lock_guard lk(mu_);
+    for (size_t i = 0; i < min_; ++i) spawn();
+  }
+  ~ElasticPool() override { shutdown(); }
+
+  void enqueue(std::function<void()> fn) override {
+    std::lock_guard lk(mu_);
+    jobs_.push_back(std::move(fn));
+    if (jobs_.size() > idle_ && threads_ < max_) spawn();
+    cv_.notify_one();
+  }
+
+  void shutdown() override {
+    std::unique_lock lk(mu_);
+    shut_ = true;
+    cv_.notify_all();
+    exited_.wait(lk, [&] { return threads_ == 0; });
+  }
+
+ private:
+  // NOTE: long enough that a burst's threads are reused by the next burst, short enough
+  // that a spike of idle connections gives its memory back within a minute after they close.
+  static constexpr auto kWorkerIdle = std::chrono::seconds(30);
+
+  void spawn() {  // mu_ held
+    ++threads_;
+    std::thread([this] { work(); }).detach();
+  }
+  void work() {
+    std::unique_lock lk(mu_);
+    while (true) {
+      if (!jobs_.empty()) {
+        std::function<void()> fn = std::move(jobs_.front());
+        jobs_.pop_front();
+        lk.unlock();
+        fn();
+        lk.lock();
+        continue;
+      }
+      if (shut_) break;
+      ++idle_;
+      const bool woke = cv_.wait_for(lk, kWorkerIdle, [&] { return !jobs_.empty() || shut_; });
+      --idle_;
+      if (!woke && threads_ > min_) break;
+    }
+    --threads_;
+    // NOTE: notified after this thread is gone, so shutdown() cannot free the pool while a
+    // worker still unlocks its mutex.
+    std::notify_all_at_thread_exit(exited_, std::move(lk));
+  }
+
+  const size_t min_, max_;
+  std::mutex mu_;
+  std::condition_variable cv_, exited_;
+  std::deque<std::function<void()>> jobs_;
+  size_t idle_ = 0, threads_ = 0;
+  bool shut_ = false;
+};
+
+// The socket of the connection a request came on. cpp-httplib 0.11 does not hand it to
+// handlers; the (local, remote) address pair identifies it among the process's sockets.
+// INVALID_SOCKET when not found.
+socket_t connection_socket(const httplib::Request& req) {
+  auto addr_port = [](const sockaddr_storage& ss, std::string* addr) -> int {
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (ss.ss_family == AF_INET) {
+      const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+      inet_ntop(AF_INET, &a->sin_addr, buf, sizeof(buf));
+      *addr = buf;
+      return ntohs(a->sin_port);
+    }
+    if (ss.ss_family == AF_INET6) {
+      const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+      inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof(buf));
+      *addr = buf;
+      return ntohs(a->sin6_port);
+    }
+    return -1;
+  };
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const int fd = std::stoi(name);
+    sockaddr_storage peer{}, self{};
+    socklen_t pl = sizeof(peer), sl = sizeof(self);
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;
+    std::string pa, sa;
+    if (addr_port(peer, &pa) != req.remote_port || pa != req.remote_addr) continue;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &sl) != 0) continue;
+    if (addr_port(self, &sa) != req.local_port || sa != req.local_addr) continue;
+    return fd;
+  }
+  return INVALID_SOCKET;
+}
+
+// The client closed the connection (or it failed). Pipelined bytes waiting are not a close.
+bool peer_closed(socket_t fd) {
+  pollfd p{fd, short(POLLIN | POLLRDHUP), 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) return true;
+  char c;
+  return ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+// One choice being generated: its scheduler request and what has come back.
+struct ChoiceRun {
   RequestHandle handle;
+  size_t prompt = 0;                    // index into Job::prompts
+  std::string text;                     // non-streaming: all of it
+  std::vector<TokenLogprob> logprobs;   // non-streaming: all; streaming: not sent yet
+  std::vector<TokenLogprob> prompt_logprobs;
+  bool finished = false, echoed = false;
+  std::string finish_reason, error;
+  int completion_tokens = 0;
+  int cached_tokens = 0;                // prompt tokens the prefix cache served at admission
+  size_t offset = 0;                    // streaming completions: bytes of text sent (text_offset)
+  double lp_sum = 0;                    // best_of: the sum of the tokens' log-probabilities
+  size_t lp_count = 0;
+
+  void absorb(RequestOutput&& o) {
+    text += o.text;
+    for (const TokenLogprob& t : o.logprobs) {
+      lp_sum += t.logprob;
+      ++lp_count;
+    }
+    logprobs.insert(logprobs.end(), std::make_move_iterator(o.logprobs.begin()), std::make_move_iterator(o.logprobs.end()));
+    if (!o.prompt_logprobs.empty()) prompt_logprobs = std::move(o.prompt_logprobs);
+    completion_tokens = o.completion_tokens;
+    cached_tokens = std::max(cached_tokens, o.cached_tokens);
+    if (o.finished) {
+      finished = true;
+      finish_reason = o.finish_reason;
+      error = o.error;
+    }
+  }
+};
+
+// One completion request: its prompts and choices (one scheduler request each).
+struct Job {
   ResponseMeta meta;
   bool chat = true;
   bool include_usage = false;
-  int prompt_tokens = 0;
+  int logprobs = -1;      // what the client asked for
+  bool echo = false;
+  int n = 1;              // choices returned per prompt
+  int candidates = 1;     // choices generated per prompt (best_of)
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::string> prompt_texts;  // echo
+  std::vector<ChoiceRun> runs;            // prompt-major: runs[p * candidates + i]
   Clock::time_point t0;
   double first_text = -1;
   bool started = false;
   bool ended = false;
+  int prompt_tokens() const {
+    int n_tok = 0;
+    for (const auto& p : prompts) n_tok += int(p.size());
+    return n_tok;
+  }
+  int completion_tokens() const {
+    int n_tok = 0;
+    for (const auto& r : runs) n_tok += r.completion_tokens;
+    return n_tok;
+  }
+  // Each prompt is counted once, as in prompt_tokens(): by its first choice, the one that
+  // met the cache as it stood when the request arrived (the others share its pages).
+  int cached_tokens() const {
+    int n_tok = 0;
+    for (size_t p = 0; p < prompts.size(); ++p) n_tok += runs[p * size_t(candidates)].cached_tokens;
+    return n_tok;
+  }
 };
 
 }  // namespace
@@ -82,14 +262,19 @@ struct Server::Impl {
   int64_t started_unix = 0;
   std::mutex log_mu;
   socket_t listen_fd = INVALID_SOCKET;
+  std::shared_ptr<const VocabTrie> trie;  // structured output: the vocabulary's bytes
 
   Impl(const Engine& e, Scheduler& s, ServerOptions o) : eng(e), sched(s), opt(std::move(o)) {}
 
   void setup();
   void completions(const httplib::Request& req, httplib::Response& res, Endpoint ep);
+  // check_context: a prompt that leaves no room in the context is a 400.
+  std::vector<int32_t> prompt_tokens(const ApiRequest& ar, size_t index, bool check_context = true);
   RequestParams to_params(const ApiRequest& ar);
   RequestHandle submit(RequestParams p, Endpoint ep);
-  void stream(httplib::Response& res, std::shared_ptr<StreamCtx> ctx, const std::string& route);
+  void stream(httplib::Response& res, std::shared_ptr<Job> job, const std::string& route);
+  LogprobEntry entry(const TokenLogprob& t) const;
+  json choice_logprobs(const Job& job, const ChoiceRun& run) const;
   bool authorized(const httplib::Request& req, httplib::Response& res);
   uint64_t random_u64() {
     std::lock_guard lk(rng_mu);
@@ -135,8 +320,9 @@ bool Server::Impl::authorized(const httplib::Request& req, httplib::Response& re
   return false;
 }
 
-RequestParams Server::Impl::to_params(const ApiRequest& ar) {
+std::vector<int32_t> Server::Impl::prompt_tokens(const ApiRequest& ar, size_t index, bool check_context) {
   RequestParams p;
+  const std::string where = ar.prompts.size() > 1 ? fmt::format("prompt[{}]", index) : "prompt";
   try {
     if (ar.endpoint == Endpoint::kChat) {
       std::vector<ChatMessage> msgs;
@@ -150,23 +336,43 @@ RequestParams Server::Impl::to_params(const ApiRequest& ar) {
         throw ApiError{400, "'tools' were given but this model's chat template does not use tools",
                        "invalid_request_error", "tools", "unsupported_parameter"};
       p.prompt = eng.encode_chat(msgs, copts);
-    } else if (ar.prompt_text) {
-      p.prompt = eng.tokenizer().encode(*ar.prompt_text, true);
+    } else if (ar.prompts[index].text) {
+      p.prompt = eng.tokenizer().encode(*ar.prompts[index].text, true);
     } else {
-      p.prompt = *ar.prompt_ids;
+      p.prompt = ar.prompts[index].ids;
       const int32_t vocab = eng.config().vocab;
       for (size_t i = 0; i < p.prompt.size(); ++i)
         if (p.prompt[i] >= vocab)
           throw ApiError{400, fmt::format("token id {} is outside the vocabulary (0..{})", p.prompt[i], vocab - 1),
-                         "invalid_request_error", fmt::format("prompt[{}]", i), "invalid_value"};
+                         "invalid_request_error", fmt::format("{}[{}]", where, i), "invalid_value"};
     }
   } catch (const Error& e) {
-    throw ApiError{400, e.what(), "invalid_request_error", ar.endpoint == Endpoint::kChat ? "messages" : "prompt",
+    throw ApiError{400, e.what(), "invalid_request_error", ar.endpoint == Endpoint::kChat ? "messages" : where,
                    "invalid_value"};
   }
   if (p.prompt.empty())
     throw ApiError{400, "the prompt encodes to no tokens and the model adds no BOS token", "invalid_request_error",
-                   "prompt", "invalid_value"};
+                   where, "invalid_value"};
+  // NOTE: OpenAI answers a prompt over the context with 400 context_length_exceeded (its SDK
+  // maps that code to a specific error), not 413.
+  if (check_context && int64_t(p.prompt.size()) >= sched.max_context())
+    throw ApiError{400,
+                   fmt::format("This model's maximum context length is {} tokens. However, your {} resulted in {} "
+                               "tokens (at least one token must be left for the completion).",
+                               sched.max_context(), ar.endpoint == Endpoint::kChat ? "messages" : "prompt",
+                               p.prompt.size()),
+                   "invalid_request_error", ar.endpoint == Endpoint::kChat ? "messages" : where,
+                   "context_length_exceeded"};
+  return std::move(p.prompt);
+}
+
+// Everything but the prompt and the seed, which differ per choice.
+RequestParams Server::Impl::to_params(const ApiRequest& ar) {
+  RequestParams p;
+  for (auto [id, bias] : ar.sampling.logit_bias)
+    if (id >= eng.config().vocab)
+      throw ApiError{400, fmt::format("logit_bias: token id {} is outside the vocabulary (0..{})", id, eng.config().vocab - 1),
+                     "invalid_request_error", fmt::format("logit_bias.{}", id), "invalid_value"};
   p.max_tokens = ar.max_tokens;
   p.sampling = ar.sampling;
   // generation_config.json's sampling defaults for what the request left unset (vLLM's
@@ -179,7 +385,32 @@ RequestParams Server::Impl::to_params(const ApiRequest& ar) {
   if (!ar.seed_given) p.sampling.seed = random_u64();
   p.stop_strings = ar.stop;
   p.ignore_eos = ar.ignore_eos;
+  // best_of ranks candidates by their log-probabilities: they need them even if not asked.
+  p.logprobs = ar.logprobs >= 0 ? ar.logprobs : (ar.best_of > ar.n ? 0 : -1);
+  p.prompt_logprobs = ar.echo && ar.logprobs >= 0;
   return p;
+}
+
+LogprobEntry Server::Impl::entry(const TokenLogprob& t) const {
+  LogprobEntry e;
+  e.token = eng.tokenizer().token_piece(t.token);
+  e.logprob = t.logprob;
+  for (const auto& [id, lp] : t.top) e.top.emplace_back(eng.tokenizer().token_piece(id), lp);
+  return e;
+}
+
+// The choice's logprobs object (non-streaming): the echoed prompt's tokens first (the first
+// has no log-probability), then the generated ones.
+json Server::Impl::choice_logprobs(const Job& job, const ChoiceRun& run) const {
+  if (job.logprobs < 0) return nullptr;
+  std::vector<LogprobEntry> es;
+  if (job.echo) {
+    const std::vector<int32_t>& pr = job.prompts[run.prompt];
+    es.push_back(LogprobEntry{eng.tokenizer().token_piece(pr[0]), std::nullopt, {}});
+    for (const TokenLogprob& t : run.prompt_logprobs) es.push_back(entry(t));
+  }
+  for (const TokenLogprob& t : run.logprobs) es.push_back(entry(t));
+  return job.chat ? chat_logprobs(es) : completion_logprobs(es, 0);
 }
 
 RequestHandle Server::Impl::submit(RequestParams p, Endpoint ep) {
@@ -188,7 +419,7 @@ RequestHandle Server::Impl::submit(RequestParams p, Endpoint ep) {
   } catch (const QueueFullError& e) {
     throw ApiError{429, e.what(), "rate_limit_error", "", "queue_full"};
   } catch (const PromptTooLongError& e) {
-    throw ApiError{413, e.what(), "invalid_request_error", ep == Endpoint::kChat ? "messages" : "prompt",
+    throw ApiError{400, e.what(), "invalid_request_error", ep == Endpoint::kChat ? "messages" : "prompt",
                    "context_length_exceeded"};
   } catch (const ShuttingDownError& e) {
     throw ApiError{503, e.what(), "server_error", "", "shutting_down"};
@@ -215,35 +446,93 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     } else {
       ar = parse_completion_request(body);
     }
-    RequestParams p = to_params(ar);
-    const int n_prompt = int(p.prompt.size());
-    RequestHandle h = submit(std::move(p), ep);
-    auto ctx = std::make_shared<StreamCtx>();
-    ctx->handle = std::move(h);
-    ctx->meta = meta(ep);
-    ctx->chat = ep == Endpoint::kChat;
-    ctx->include_usage = ar.include_usage;
-    ctx->prompt_tokens = n_prompt;
-    ctx->t0 = t0;
+    auto job = std::make_shared<Job>();
+    job->meta = meta(ep);
+    job->chat = ep == Endpoint::kChat;
+    job->include_usage = ar.include_usage;
+    job->logprobs = ar.logprobs;
+    job->echo = ar.echo;
+    job->n = ar.n;
+    job->candidates = std::max(ar.n, ar.best_of);
+    job->t0 = t0;
+    const size_t n_prompts = job->chat ? 1 : ar.prompts.size();
+    for (size_t i = 0; i < n_prompts; ++i) {
+      job->prompts.push_back(prompt_tokens(ar, i));
+      if (ar.echo)
+        job->prompt_texts.push_back(ar.prompts[i].text ? *ar.prompts[i].text
+                                                       : eng.tokenizer().decode(job->prompts.back()));
+    }
+    const RequestParams base = to_params(ar);
+    for (size_t pi = 0; pi < n_prompts; ++pi)
+      for (int c = 0; c < job->candidates; ++c) {
+        RequestParams p = base;
+        p.prompt = job->prompts[pi];
+        // NOTE: with a seed, choice c samples with seed + c: reproducible, and choice 0 is
+        // what the same request with n = 1 gives.
+        p.sampling.seed = ar.seed_given ? base.sampling.seed + uint64_t(c) : random_u64();
+        // Each choice has its own matcher state.
+        if (ar.grammar)
+          p.constraint = std::make_shared<JsonConstraint>(
+              trie, ar.grammar, ar.ignore_eos ? std::vector<int32_t>{} : eng.generation_config().eos_ids);
+        ChoiceRun run;
+        run.prompt = pi;
+        run.handle = submit(std::move(p), ep);  // a refusal cancels the runs submitted so far
+        job->runs.push_back(std::move(run));
+      }
     if (ar.stream) {
-      stream(res, ctx, route);
+      stream(res, job, route);
       return;
     }
-    RequestOutput o = ctx->handle.wait_done();
-    ctx->ended = true;
-    if (o.finish_reason == "error") {
-      const bool down = !sched.running();
-      throw ApiError{down ? 503 : 500, o.error, "server_error", "", down ? "shutting_down" : "internal_error"};
+    // NOTE: a non-streaming client that goes away is seen by polling its socket between
+    // waits: its choices are cancelled, which frees their pages at the next step.
+    const socket_t fd = connection_socket(req);
+    for (ChoiceRun& run : job->runs) {
+      while (!run.finished) {
+        run.absorb(run.handle.take(kPoll));
+        if (!run.finished && fd != INVALID_SOCKET && peer_closed(fd)) {
+          for (ChoiceRun& r : job->runs) r.handle.cancel();
+          job->ended = true;
+          metrics.record(route, 499);  // NOTE: nginx's "client closed request"
+          log(fmt::format("POST {} 499 | the client closed the connection after {:.3f} s, request cancelled", route,
+                          seconds_since(t0)));
+          res.status = 499;
+          return;
+        }
+      }
     }
-    const Usage u{n_prompt, o.completion_tokens, o.cached_tokens};
-    json out = ctx->chat ? chat_completion(ctx->meta, o.text, o.finish_reason, u)
-                         : text_completion(ctx->meta, o.text, o.finish_reason, u);
+    job->ended = true;
+    for (const ChoiceRun& run : job->runs)
+      if (run.finish_reason == "error" || run.finish_reason == "cancelled") {
+        const bool down = !sched.running();
+        throw ApiError{down ? 503 : 500, run.error.empty() ? "request cancelled" : run.error, "server_error", "",
+                       down ? "shutting_down" : "internal_error"};
+      }
+    std::vector<Choice> choices;
+    for (size_t pi = 0; pi < n_prompts; ++pi) {
+      std::vector<const ChoiceRun*> cands;
+      for (int c = 0; c < job->candidates; ++c) cands.push_back(&job->runs[pi * size_t(job->candidates) + size_t(c)]);
+      if (job->candidates > job->n) {
+        // best_of: the candidates with the highest mean token log-probability (stable: ties
+        // keep the lower index).
+        auto mean = [](const ChoiceRun* r) {
+          return r->lp_count ? r->lp_sum / double(r->lp_count) : -std::numeric_limits<double>::infinity();
+        };
+        std::stable_sort(cands.begin(), cands.end(), [&](auto* a, auto* b) { return mean(a) > mean(b); });
+        cands.resize(size_t(job->n));
+      }
+      for (const ChoiceRun* r : cands)
+        choices.push_back(Choice{job->echo ? job->prompt_texts[pi] + r->text : r->text, r->finish_reason,
+                                 choice_logprobs(*job, *r)});
+    }
+    const Usage u{job->prompt_tokens(), job->completion_tokens(), job->cached_tokens()};
+    json out = job->chat ? chat_completion(job->meta, choices, u) : text_completion(job->meta, choices, u);
     res.status = 200;
     res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
     metrics.record(route, 200);
     metrics.record_latency(seconds_since(t0), -1);
-    log(fmt::format("POST {} 200 | prompt {}, completion {}, {} | {:.3f} s", route, n_prompt, o.completion_tokens,
-                    o.finish_reason, seconds_since(t0)));
+    log(fmt::format("POST {} 200 | prompt {}, completion {}, {} choice(s), {} | {:.3f} s", route, u.prompt_tokens,
+                    u.completion_tokens, choices.size(), choices.empty() ? "" : choices[0].finish_reason,
+                    seconds_since(t0)));
   } catch (const ApiError& e) {
     send_error(res, e);
     metrics.record(route, e.status);
@@ -251,58 +540,116 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   }
 }
 
-void Server::Impl::stream(httplib::Response& res, std::shared_ptr<StreamCtx> ctx, const std::string& route) {
+void Server::Impl::stream(httplib::Response& res, std::shared_ptr<Job> job, const std::string& route) {
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  auto provider = [this, ctx, route](size_t, httplib::DataSink& sink) -> bool {
-    StreamCtx& c = *ctx;
+  auto provider = [this, job, route](size_t, httplib::DataSink& sink) -> bool {
+    Job& j = *job;
     auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
     auto gone = [&]() {
-      // The client went away: cancelling frees the sequence's pages at the next step.
-      c.handle.cancel();
-      c.ended = true;
+      // The client went away: cancelling frees the sequences' pages at the next step.
+      for (ChoiceRun& r : j.runs) r.handle.cancel();
+      j.ended = true;
       metrics.record(route, 499);  // NOTE: nginx's "client closed request"
       log(fmt::format("POST {} 200 | stream closed by the client after {:.3f} s, request cancelled", route,
-                      seconds_since(c.t0)));
+                      seconds_since(j.t0)));
       return false;
     };
-    if (!c.started) {
-      c.started = true;
-      if (c.chat && !write(sse_event(chat_chunk(c.meta, {{"role", "assistant"}, {"content", ""}}, "", c.include_usage))))
-        return gone();
+    auto lp_json = [&](ChoiceRun& r, const std::vector<LogprobEntry>& es) -> json {
+      if (j.logprobs < 0) return nullptr;
+      return j.chat ? chat_logprobs(es) : completion_logprobs(es, r.offset);
+    };
+    auto pending = [&](ChoiceRun& r) {
+      std::vector<LogprobEntry> es;
+      for (const TokenLogprob& t : r.logprobs) es.push_back(entry(t));
+      r.logprobs.clear();
+      return es;
+    };
+    auto chunk = [&](ChoiceRun& r, int index, const std::string& text, const std::string& finish,
+                     const std::vector<LogprobEntry>& es) {
+      const json lp = lp_json(r, es);
+      r.offset += text.size();
+      if (j.chat) {
+        const json delta = finish.empty() ? json{{"content", text}} : json::object();
+        return sse_event(chat_chunk(j.meta, delta, finish, j.include_usage, index, lp));
+      }
+      return sse_event(text_chunk(j.meta, text, finish, j.include_usage, index, lp));
+    };
+    if (!j.started) {
+      j.started = true;
+      std::string head;
+      if (j.chat)
+        for (size_t i = 0; i < j.runs.size(); ++i)
+          head += sse_event(chat_chunk(j.meta, {{"role", "assistant"}, {"content", ""}}, "", j.include_usage, int(i)));
+      if (!head.empty() && !write(head)) return gone();
     }
     auto last_write = Clock::now();
     while (true) {
-      RequestOutput o = c.handle.take(kPoll);
-      if (!o.text.empty()) {
-        if (c.first_text < 0) c.first_text = seconds_since(c.t0);
-        const json chunk = c.chat ? chat_chunk(c.meta, {{"content", o.text}}, "", c.include_usage)
-                                  : text_chunk(c.meta, o.text, "", c.include_usage);
-        if (!write(sse_event(chunk))) return gone();
-        last_write = Clock::now();
-      }
-      if (o.finished) {
-        c.ended = true;
-        const Usage u{c.prompt_tokens, o.completion_tokens, o.cached_tokens};
-        std::string tail;
-        if (o.finish_reason == "error" || o.finish_reason == "cancelled") {
-          // The status line is long gone: the error travels as an event, as OpenAI's does.
-          const bool down = !sched.running();
-          tail += sse_event(error_body(ApiError{down ? 503 : 500, o.error.empty() ? "request cancelled" : o.error,
-                                                "server_error", "", down ? "shutting_down" : "internal_error"}));
-        } else {
-          tail += sse_event(c.chat ? chat_chunk(c.meta, json::object(), o.finish_reason, c.include_usage)
-                                   : text_chunk(c.meta, "", o.finish_reason, c.include_usage));
-          if (c.include_usage) tail += sse_event(usage_chunk(c.meta, c.chat, u));
+      bool waited = false;
+      for (size_t i = 0; i < j.runs.size(); ++i) {
+        ChoiceRun& r = j.runs[i];
+        if (r.finished) continue;
+        // NOTE: one blocking wait per round (on the first unfinished choice); the others are
+        // only looked at, so no choice's text waits for another's.
+        RequestOutput o = r.handle.take(waited ? std::chrono::milliseconds(0) : kPoll);
+        waited = true;
+        std::string text = std::move(o.text);
+        const bool fin = o.finished;
+        o.text.clear();
+        r.absorb(std::move(o));
+        r.text.clear();
+        std::string out;
+        if (j.echo && !r.echoed && (!r.prompt_logprobs.empty() || !text.empty() || !r.logprobs.empty() || fin)) {
+          // The echoed prompt goes first, with its log-probabilities.
+          r.echoed = true;
+          std::vector<LogprobEntry> es;
+          if (j.logprobs >= 0) {
+            es.push_back(LogprobEntry{eng.tokenizer().token_piece(j.prompts[r.prompt][0]), std::nullopt, {}});
+            for (const TokenLogprob& t : r.prompt_logprobs) es.push_back(entry(t));
+          }
+          out += chunk(r, int(i), j.prompt_texts[r.prompt], "", es);
         }
+        if (!text.empty()) {
+          if (j.first_text < 0) j.first_text = seconds_since(j.t0);
+          out += chunk(r, int(i), text, "", pending(r));
+        }
+        if (fin) {
+          if (r.finish_reason == "error" || r.finish_reason == "cancelled") {
+            // The status line is long gone: the error travels as an event, as OpenAI's does.
+            const bool down = !sched.running();
+            out += sse_event(error_body(ApiError{down ? 503 : 500, r.error.empty() ? "request cancelled" : r.error,
+                                                 "server_error", "", down ? "shutting_down" : "internal_error"}));
+            out += "data: [DONE]\n\n";
+            for (ChoiceRun& other : j.runs) other.handle.cancel();
+            j.ended = true;
+            if (!write(out)) return gone();
+            sink.done();
+            metrics.record(route, 200);
+            log(fmt::format("POST {} 200 | stream ended by an error: {}", route, r.error));
+            return true;
+          }
+          out += chunk(r, int(i), "", r.finish_reason, pending(r));
+        }
+        if (!out.empty()) {
+          if (!write(out)) return gone();
+          last_write = Clock::now();
+        }
+      }
+      const bool all_done = std::all_of(j.runs.begin(), j.runs.end(), [](const ChoiceRun& r) { return r.finished; });
+      if (all_done) {
+        j.ended = true;
+        const Usage u{j.prompt_tokens(), j.completion_tokens(), j.cached_tokens()};
+        std::string tail;
+        if (j.include_usage) tail += sse_event(usage_chunk(j.meta, j.chat, u));
         tail += "data: [DONE]\n\n";
         if (!write(tail)) return gone();
         sink.done();
         metrics.record(route, 200);
-        metrics.record_latency(seconds_since(c.t0), c.first_text);
-        log(fmt::format("POST {} 200 | stream, prompt {}, completion {}, {} | {:.3f} s", route, c.prompt_tokens,
-                        o.completion_tokens, o.finish_reason, seconds_since(c.t0)));
+        metrics.record_latency(seconds_since(j.t0), j.first_text);
+        log(fmt::format("POST {} 200 | stream, prompt {}, completion {}, {} choice(s), {} | {:.3f} s", route,
+                        u.prompt_tokens, u.completion_tokens, j.runs.size(), j.runs[0].finish_reason,
+                        seconds_since(j.t0)));
         return true;
       }
       if (Clock::now() - last_write >= kKeepAlive) {
@@ -312,22 +659,26 @@ void Server::Impl::stream(httplib::Response& res, std::shared_ptr<StreamCtx> ctx
     }
   };
   // Called when the response ends for any reason (also when the connection died before the
-  // provider ran): an unfinished request is cancelled.
-  auto releaser = [ctx](bool) {
-    if (!ctx->ended) ctx->handle.cancel();
+  // provider ran): unfinished choices are cancelled.
+  auto releaser = [job](bool) {
+    if (!job->ended)
+      for (ChoiceRun& r : job->runs) r.handle.cancel();
   };
   res.set_chunked_content_provider("text/event-stream", provider, releaser);
 }
 
 void Server::Impl::setup() {
+  trie = std::make_shared<VocabTrie>(eng.tokenizer());
   started_unix =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   const size_t threads = opt.http_threads > 0
                              ? size_t(opt.http_threads)
                              : size_t(sched.options().max_concurrency + sched.options().max_queue + 8);
-  // NOTE: a request holds its handler thread while queued and while it runs, so the pool
-  // must exceed running + queued requests, with spare threads for /health and /metrics.
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // NOTE: a connection holds its handler thread for as long as it is open (a request while
+  // queued and running, an idle keep-alive connection up to kKeepAliveIdleS): the pool keeps
+  // `threads` and grows to http_max_threads, so open connections never starve /health.
+  const size_t max_threads = std::max(threads, size_t(std::max(1, opt.http_max_threads)));
+  http.new_task_queue = [threads, max_threads] { return new ElasticPool(threads, max_threads); };
   http.set_payload_max_length(opt.max_body_bytes);
   http.set_tcp_nodelay(true);
   http.set_keep_alive_max_count(1000);
@@ -369,6 +720,98 @@ void Server::Impl::setup() {
       send_error(res, ApiError{503, "the server is shutting down", "server_error", "", "shutting_down"});
     }
   });
+  // vLLM's /tokenize: {"prompt": text, "add_special_tokens"?} or {"messages": [...]} (the chat
+  // template applied, with the generation prompt) -> {"tokens", "count", "max_model_len"}, and
+  // "token_strs" with "return_token_strs": true.
+  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    try {
+      json body = parse_body(req.body);
+      if (!body.is_object())
+        throw ApiError{400, "the request body must be a JSON object", "invalid_request_error", "", "invalid_value"};
+      // NOTE: /tokenize measures prompts: one over the context is still tokenized.
+      std::vector<int32_t> ids;
+      if (body.contains("messages")) {
+        const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
+        ApiRequest ar = parse_chat_request(body, &ordered);
+        ids = prompt_tokens(ar, 0, false);
+      } else {
+        auto p = body.find("prompt");
+        if (p == body.end())
+          throw ApiError{400, "'prompt' or 'messages' is required", "invalid_request_error", "prompt",
+                         "missing_required_parameter"};
+        if (!p->is_string())
+          throw ApiError{400, fmt::format("'prompt' must be a string, got {}", p->type_name()),
+                         "invalid_request_error", "prompt", "invalid_type"};
+        bool special = true;
+        if (auto a = body.find("add_special_tokens"); a != body.end() && !a->is_null()) {
+          if (!a->is_boolean())
+            throw ApiError{400, "'add_special_tokens' must be a boolean", "invalid_request_error",
+                           "add_special_tokens", "invalid_type"};
+          special = a->get<bool>();
+        }
+        ids = eng.tokenizer().encode(p->get<std::string>(), special);
+      }
+      json out = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", sched.max_context()}};
+      if (auto r = body.find("return_token_strs"); r != body.end() && r->is_boolean() && r->get<bool>()) {
+        json strs = json::array();
+        for (int32_t id : ids) strs.push_back(eng.tokenizer().token_piece(id));
+        out["token_strs"] = strs;
+      }
+      res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    }
+  });
+  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    try {
+      json body = parse_body(req.body);
+      if (!body.is_object())
+        throw ApiError{400, "the request body must be a JSON object", "invalid_request_error", "", "invalid_value"};
+      auto t = body.find("tokens");
+      if (t == body.end())
+        throw ApiError{400, "'tokens' is required", "invalid_request_error", "tokens", "missing_required_parameter"};
+      if (!t->is_array())
+        throw ApiError{400, fmt::format("'tokens' must be an array of token ids, got {}", t->type_name()),
+                       "invalid_request_error", "tokens", "invalid_type"};
+      std::vector<int32_t> ids;
+      for (size_t i = 0; i < t->size(); ++i) {
+        const json& x = (*t)[i];
+        const int64_t v = x.is_number_integer() ? x.get<int64_t>() : -1;
+        if (!x.is_number_integer() || v < 0 || v >= eng.config().vocab)
+          throw ApiError{400, fmt::format("'tokens[{}]' must be a token id in 0..{}", i, eng.config().vocab - 1),
+                         "invalid_request_error", fmt::format("tokens[{}]", i), "invalid_value"};
+        ids.push_back(int32_t(v));
+      }
+      res.set_content(json{{"prompt", eng.tokenizer().decode(ids)}}.dump(-1, ' ', false, json::error_handler_t::replace),
+                      "application/json");
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    }
+  });
+  if (!opt.allowed_origins.empty()) {
+    // CORS: the allowed origin is echoed (or "*"); a preflight gets the methods and headers.
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      const std::string origin = req.get_header_value("Origin");
+      if (origin.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      const bool any = std::find(opt.allowed_origins.begin(), opt.allowed_origins.end(), "*") != opt.allowed_origins.end();
+      const bool listed =
+          std::find(opt.allowed_origins.begin(), opt.allowed_origins.end(), origin) != opt.allowed_origins.end();
+      if (!any && !listed) return httplib::Server::HandlerResponse::Unhandled;
+      res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+      if (!any) res.set_header("Vary", "Origin");
+      if (req.method == "OPTIONS") {
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        const std::string want = req.get_header_value("Access-Control-Request-Headers");
+        res.set_header("Access-Control-Allow-Headers", want.empty() ? "Authorization, Content-Type" : want);
+        res.set_header("Access-Control-Max-Age", "600");
+        res.status = 204;
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+  }
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(render_metrics(sched.stats(), sched.options(), metrics), "text/plain; version=0.0.4");
   });
@@ -395,7 +838,22 @@ void Server::Impl::setup() {
                               opt.max_body_bytes);
       e.code = "request_too_large";
     } else {
-      e.message = fmt::format("HTTP error {}", res.status);
+      // What cpp-httplib answers by itself: unparsable requests, oversized headers or URIs,
+      // bad ranges. Each gets a message and a code a client can branch on.
+      static const std::map<int, std::pair<const char*, const char*>> kHttp = {
+          {400, {"the HTTP request could not be parsed", "bad_http_request"}},
+          {408, {"the request was not received in time", "request_timeout"}},
+          {414, {"the request URI is too long", "uri_too_long"}},
+          {416, {"the requested range is not satisfiable", "range_not_satisfiable"}},
+          {417, {"the expectation given in the Expect header cannot be met", "expectation_failed"}},
+          {431, {"the request headers are too large", "headers_too_large"}},
+          {500, {"internal server error", "internal_error"}},
+          {503, {"the server is unavailable", "service_unavailable"}},
+      };
+      auto it = kHttp.find(res.status);
+      e.message = it != kHttp.end() ? fmt::format("HTTP {}: {}", res.status, it->second.first)
+                                    : fmt::format("HTTP error {}", res.status);
+      e.code = it != kHttp.end() ? it->second.second : fmt::format("http_{}", res.status);
       if (res.status >= 500) e.type = "server_error";
     }
     // NOTE: unknown paths share one label so clients cannot grow the metric set.
@@ -426,6 +884,13 @@ Server::~Server() { stop(); }
 
 int Server::bind() {
   const ServerOptions& o = impl_->opt;
+  // Every connection is a descriptor: raise the soft limit to the hard one (best effort), so
+  // a thousand idle clients do not make accept() fail.
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
   int port = o.port;
   if (o.port == 0) {
     port = impl_->http.bind_to_any_port(o.host);

@@ -93,6 +93,58 @@ TEST(Sampler, PenaltiesChangeTheArgmax) {
   EXPECT_EQ(s2.sample(l2, std::vector<int32_t>{0, 0}), 1);
 }
 
+TEST(Sampler, PresenceAndFrequencyCountGeneratedTokensOnly) {
+  SamplingParams p;
+  p.presence_penalty = 2.0f;
+  p.frequency_penalty = 2.0f;
+  const std::vector<int32_t> history = {0, 0, 0, 1};  // prompt {0, 0, 0}, generated {1}
+  // Token 0 is only in the prompt: unpenalised, it stays the argmax (3.0 > 2.5 - 4).
+  std::vector<float> l = {3.0f, 2.5f};
+  EXPECT_EQ(Sampler(p).sample(l, history, 3), 0);
+  EXPECT_FLOAT_EQ(l[0], 3.0f);
+  EXPECT_FLOAT_EQ(l[1], 2.5f - 2.0f - 2.0f);
+  // n_prompt 0: every token counts (the CLI's behaviour): 3 - 2 - 6 < 2.5 - 4.
+  std::vector<float> l2 = {3.0f, 2.5f};
+  EXPECT_EQ(Sampler(p).sample(l2, history, 0), 1);
+  // The repetition penalty still sees the prompt (transformers / vLLM).
+  SamplingParams r;
+  r.repetition_penalty = 2.0f;
+  // Token 0 (prompt only) 3 -> 1.5, token 1 (generated) 2 -> 1, token 2 (unseen) stays 1.8.
+  std::vector<float> l3 = {3.0f, 2.0f, 1.8f};
+  EXPECT_EQ(Sampler(r).sample(l3, history, 3), 2);
+  EXPECT_FLOAT_EQ(l3[0], 1.5f);
+  EXPECT_FLOAT_EQ(l3[1], 1.0f);
+}
+
+TEST(Sampler, LogitBiasIsAddedFirst) {
+  SamplingParams p;
+  p.logit_bias = {{2, 100.0f}, {0, -1.0f}};
+  std::vector<float> l = {1.0f, 0.5f, -50.0f};
+  EXPECT_EQ(Sampler(p).sample(l, {}), 2);
+  EXPECT_FLOAT_EQ(l[0], 0.0f);
+  EXPECT_FLOAT_EQ(l[2], 50.0f);
+  p.logit_bias = {{1, 101.0f}};
+  EXPECT_THROW(p.validate(), Error);
+  p.logit_bias = {{-1, 1.0f}};
+  EXPECT_THROW(p.validate(), Error);
+}
+
+TEST(Sampler, TokenLogprobIsLogSoftmax) {
+  // Integer logits: log_softmax by hand. log(e^2 + e^1 + e^0 + e^1).
+  const std::vector<float> l = {2.0f, 1.0f, 0.0f, 1.0f};
+  const double lse = std::log(std::exp(2.0) + 2 * std::exp(1.0) + 1.0);
+  TokenLogprob t = token_logprob(l, 2, 3);
+  EXPECT_EQ(t.token, 2);
+  EXPECT_NEAR(t.logprob, 0.0 - lse, 1e-6);
+  ASSERT_EQ(t.top.size(), 3u);
+  EXPECT_EQ(t.top[0].first, 0);
+  EXPECT_EQ(t.top[1].first, 1) << "ties: the lower id first";
+  EXPECT_EQ(t.top[2].first, 3);
+  EXPECT_NEAR(t.top[0].second, 2.0 - lse, 1e-6);
+  EXPECT_TRUE(token_logprob(l, 0, 0).top.empty());
+  EXPECT_EQ(token_logprob(l, 0, 10).top.size(), 4u);
+}
+
 TEST(Sampler, ValidateNamesTheField) {
   SamplingParams p;
   p.top_p = 0.0f;

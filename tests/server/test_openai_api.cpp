@@ -143,6 +143,16 @@ TEST(OpenAiApi, WrongTypesAndRanges) {
       {{{"stop", {"a", 3}}}, "stop[1]"},
       {{{"model", 3}}, "model"},
       {{{"n", 0}}, "n"},
+      {{{"n", 17}}, "n"},
+      {{{"logprobs", 1}}, "logprobs"},
+      {{{"top_logprobs", 3}}, "top_logprobs"},  // without logprobs: true
+      {{{"logprobs", true}, {"top_logprobs", 21}}, "top_logprobs"},
+      {{{"logprobs", true}, {"top_logprobs", -1}}, "top_logprobs"},
+      {{{"logit_bias", {{"x1", 10}}}}, "logit_bias.x1"},
+      {{{"logit_bias", {{"-3", 10}}}}, "logit_bias.-3"},
+      {{{"logit_bias", {{"5", 101}}}}, "logit_bias.5"},
+      {{{"logit_bias", {{"5", "up"}}}}, "logit_bias.5"},
+      {{{"logit_bias", {1, 2}}}, "logit_bias"},
   };
   for (const Case& c : cases) {
     ApiError e = chat_error(chat(c.extra));
@@ -159,13 +169,8 @@ TEST(OpenAiApi, UnsupportedOnlyAtNonDefaultValues) {
     json extra;
     const char* param;
   } cases[] = {
-      {{{"n", 2}}, "n"},
-      {{{"logprobs", true}}, "logprobs"},
-      {{{"top_logprobs", 3}}, "top_logprobs"},
       {{{"functions", {{{"name", "f"}}}}}, "functions"},
       {{{"tool_choice", "required"}}, "tool_choice"},
-      {{{"response_format", {{"type", "json_object"}}}}, "response_format"},
-      {{{"logit_bias", {{"50", 10}}}}, "logit_bias"},
   };
   for (const Case& c : cases) {
     ApiError e = chat_error(chat(c.extra));
@@ -186,21 +191,67 @@ TEST(OpenAiApi, UnsupportedOnlyAtNonDefaultValues) {
 
 TEST(OpenAiApi, CompletionPrompts) {
   ApiRequest r = parse_completion_request({{"prompt", "hello"}});
-  EXPECT_EQ(r.prompt_text.value(), "hello");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text.value(), "hello");
   EXPECT_EQ(r.max_tokens, 16) << "OpenAI's default for /v1/completions";
-  EXPECT_EQ(parse_completion_request({{"prompt", {"one"}}}).prompt_text.value(), "one");
-  EXPECT_EQ(parse_completion_request({{"prompt", {1, 2, 3}}}).prompt_ids.value(), (std::vector<int32_t>{1, 2, 3}));
-  EXPECT_EQ(parse_completion_request({{"prompt", {{4, 5}}}}).prompt_ids.value(), (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(parse_completion_request({{"prompt", {"one"}}}).prompts.at(0).text.value(), "one");
+  EXPECT_EQ(parse_completion_request({{"prompt", {1, 2, 3}}}).prompts.at(0).ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(parse_completion_request({{"prompt", {{4, 5}}}}).prompts.at(0).ids, (std::vector<int32_t>{4, 5}));
+  // A list of prompts, strings and token arrays mixed.
+  ApiRequest many = parse_completion_request({{"prompt", json::array({"a", json::array({7, 8}), "c"})}});
+  ASSERT_EQ(many.prompts.size(), 3u);
+  EXPECT_EQ(many.prompts[0].text.value(), "a");
+  EXPECT_FALSE(many.prompts[1].text.has_value());
+  EXPECT_EQ(many.prompts[1].ids, (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(many.prompts[2].text.value(), "c");
   EXPECT_EQ(completion_error({{"max_tokens", 3}}).param, "prompt");
   EXPECT_EQ(completion_error({{"prompt", 3}}).param, "prompt");
-  EXPECT_EQ(completion_error({{"prompt", {"a", "b"}}}).code, "unsupported_parameter");
+  EXPECT_EQ(completion_error({{"prompt", {"a", 3}}}).param, "prompt[1]");
+  EXPECT_EQ(completion_error({{"prompt", json::array({"a", json::array()})}}).param, "prompt[1]");
+  EXPECT_EQ(completion_error({{"prompt", json::array({"a", json::array({1, "x"})})}}).param, "prompt[1][1]");
+  EXPECT_EQ(completion_error({{"prompt", json(std::vector<std::string>(kMaxPrompts + 1, "p"))}}).param, "prompt");
   EXPECT_EQ(completion_error({{"prompt", {1, "b"}}}).param, "prompt[1]");
   EXPECT_EQ(completion_error({{"prompt", {1, -5}}}).param, "prompt[1]");
-  EXPECT_EQ(completion_error({{"prompt", "x"}, {"echo", true}}).param, "echo");
-  EXPECT_EQ(completion_error({{"prompt", "x"}, {"logprobs", 2}}).param, "logprobs");
-  EXPECT_EQ(completion_error({{"prompt", "x"}, {"best_of", 3}}).param, "best_of");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"echo", "yes"}}).param, "echo");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"logprobs", 21}}).param, "logprobs");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"logprobs", true}}).param, "logprobs");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"n", 3}, {"best_of", 2}}).param, "best_of");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"best_of", 3}, {"stream", true}}).param, "best_of");
   EXPECT_EQ(completion_error({{"prompt", "x"}, {"suffix", "y"}}).param, "suffix");
-  EXPECT_EQ(completion_error({{"prompt", "x"}, {"n", 4}}).param, "n");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"n", 0}}).param, "n");
+  ApiRequest f = parse_completion_request(
+      {{"prompt", "x"}, {"n", 2}, {"best_of", 3}, {"logprobs", 4}, {"echo", true}, {"logit_bias", {{"17", -100}}}});
+  EXPECT_EQ(f.n, 2);
+  EXPECT_EQ(f.best_of, 3);
+  EXPECT_EQ(f.logprobs, 4);
+  EXPECT_TRUE(f.echo);
+  ASSERT_EQ(f.sampling.logit_bias.size(), 1u);
+  EXPECT_EQ(f.sampling.logit_bias[0], (std::pair<int32_t, float>{17, -100.0f}));
+}
+
+TEST(OpenAiApi, ChatLogprobsAndChoices) {
+  EXPECT_EQ(parse_chat_request(chat()).logprobs, -1);
+  EXPECT_EQ(parse_chat_request(chat({{"logprobs", true}})).logprobs, 0);
+  EXPECT_EQ(parse_chat_request(chat({{"logprobs", true}, {"top_logprobs", 5}})).logprobs, 5);
+  EXPECT_EQ(parse_chat_request(chat({{"logprobs", false}, {"top_logprobs", 0}})).logprobs, -1);
+  EXPECT_EQ(parse_chat_request(chat({{"n", 3}})).n, 3);
+}
+
+TEST(OpenAiApi, LogprobsShapes) {
+  const std::vector<LogprobEntry> es = {{"He", std::nullopt, {}}, {"llo", -0.5f, {{"llo", -0.5f}, {"y", -1.5f}}}};
+  json c = chat_logprobs(es);
+  ASSERT_EQ(c["content"].size(), 2u);
+  EXPECT_TRUE(c["content"][0]["logprob"].is_null());
+  EXPECT_EQ(c["content"][1]["token"], "llo");
+  EXPECT_EQ(c["content"][1]["bytes"], json::array({108, 108, 111}));
+  EXPECT_EQ(c["content"][1]["top_logprobs"][1]["token"], "y");
+  EXPECT_FLOAT_EQ(c["content"][1]["top_logprobs"][1]["logprob"].get<float>(), -1.5f);
+  json t = completion_logprobs(es, 10);
+  EXPECT_EQ(t["tokens"], json::array({"He", "llo"}));
+  EXPECT_TRUE(t["token_logprobs"][0].is_null());
+  EXPECT_TRUE(t["top_logprobs"][0].is_null());
+  EXPECT_FLOAT_EQ(t["top_logprobs"][1]["y"].get<float>(), -1.5f);
+  EXPECT_EQ(t["text_offset"], json::array({10, 12}));
 }
 
 TEST(OpenAiApi, MalformedJsonIsA400) {
@@ -224,7 +275,7 @@ TEST(OpenAiApi, MalformedJsonIsA400) {
 
 TEST(OpenAiApi, ResponseShapes) {
   ResponseMeta m{"chatcmpl-1", 123, "ref"};
-  json c = chat_completion(m, "hello", "stop", {3, 2});
+  json c = chat_completion(m, {Choice{"hello", "stop", nullptr}}, {3, 2});
   EXPECT_EQ(c["object"], "chat.completion");
   EXPECT_EQ(c["choices"][0]["message"]["content"], "hello");
   EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
@@ -236,8 +287,12 @@ TEST(OpenAiApi, ResponseShapes) {
   json u = usage_chunk(m, true, {3, 2});
   EXPECT_TRUE(u["choices"].empty());
   EXPECT_EQ(u["usage"]["completion_tokens"], 2);
-  json t = text_completion(m, "x", "length", {1, 1});
+  json t = text_completion(m, {Choice{"x", "length", nullptr}, Choice{"y", "stop", nullptr}}, {1, 1});
   EXPECT_EQ(t["object"], "text_completion");
+  ASSERT_EQ(t["choices"].size(), 2u);
+  EXPECT_EQ(t["choices"][1]["index"], 1);
+  EXPECT_EQ(t["choices"][1]["text"], "y");
+  EXPECT_EQ(text_chunk(m, "z", "", false, 3)["choices"][0]["index"], 3);
   EXPECT_EQ(sse_event(json{{"a", 1}}), "data: {\"a\":1}\n\n");
   json e = error_body(ApiError{400, "bad", "invalid_request_error", "", ""});
   EXPECT_TRUE(e["error"]["param"].is_null());

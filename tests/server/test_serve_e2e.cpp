@@ -269,14 +269,15 @@ TEST_F(Serve, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
        R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})", 400, "temperature", "invalid_type"},
       {"max_tokens negative", "/v1/chat/completions",
        R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-3})", 400, "max_tokens", "invalid_value"},
-      {"n > 1", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"n":3})", 400, "n",
-       "unsupported_parameter"},
-      {"logprobs", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})", 400,
-       "logprobs", "unsupported_parameter"},
+      {"n too large", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"n":300})", 400, "n",
+       "invalid_value"},
+      {"top_logprobs too large", "/v1/chat/completions",
+       R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":30})", 400, "top_logprobs",
+       "invalid_value"},
       {"tools", "/v1/chat/completions",
        R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]})", 400,
        "tools", "unsupported_parameter"},
-      {"prompt longer than the context", "/v1/chat/completions", chat_body(long_text, 5).dump(), 413, "messages",
+      {"prompt longer than the context", "/v1/chat/completions", chat_body(long_text, 5).dump(), 400, "messages",
        "context_length_exceeded"},
       {"completion token out of vocabulary", "/v1/completions", R"({"prompt":[1,99999]})", 400, "prompt[1]",
        "invalid_value"},
@@ -359,8 +360,17 @@ TEST_F(Serve, OfficialOpenAiNodeSdk) {
   EXPECT_EQ(j["completion"], j["completion_stream"]);
   EXPECT_EQ(j["completion_finish"], "length");
   EXPECT_EQ(j["models"], json::array({"ref-qwen3-d256"}));
-  EXPECT_EQ(j["n2_error"]["status"], 400);
-  EXPECT_EQ(j["n2_error"]["param"], "n");
+  EXPECT_EQ(j["n2_choices"], 2);
+  EXPECT_EQ(j["n2_indices"], json::array({0, 1}));
+  EXPECT_EQ(j["chat_logprobs_tokens"], j["chat_usage"]["completion_tokens"]);
+  EXPECT_EQ(j["chat_logprobs_joined"], want);
+  EXPECT_EQ(j["chat_top_logprobs"], 2);
+  EXPECT_EQ(j["completion_list_choices"], 2);
+  EXPECT_EQ(j["completion_list_first"], j["completion"]);
+  EXPECT_EQ(j["n99_error"]["status"], 400);
+  EXPECT_EQ(j["n99_error"]["param"], "n");
+  EXPECT_EQ(j["context_error"]["status"], 400);
+  EXPECT_EQ(j["context_error"]["code"], "context_length_exceeded");
   EXPECT_EQ(j["bad_key_status"], 401);
 }
 
