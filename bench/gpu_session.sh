@@ -22,7 +22,8 @@
 # e2e:   random Llama-3-8B checkpoint, end-to-end prefill/decode bench -> $OUT/e2e.txt
 # e2ec:  the same random checkpoint, decode at 32K depth with each of E2E_FORMATS (default
 #        bf16,int8,int4,rk4v4-e8,rk2v4-e8) -> $OUT/e2e.txt
-# long:  the same random checkpoint, one LONG_PROMPT-token prompt (default 1048576) with
+# long:  the same random checkpoint (LONG_CONFIG: random weights of that config.json's shape
+#        instead), one LONG_PROMPT-token prompt (default 1048576) with
 #        LONG_FORMAT (default rk2v4-e8) prefilled once in LONG_CHUNK chunks (default 8192), then 32
 #        decode steps on it (bench --once: wall time and peak memory) -> $OUT/long.txt
 # ctxmax: the same random checkpoint, for each of E2E_FORMATS and each of CTX_BUDGETS (default
@@ -233,10 +234,15 @@ for stage in "$@"; do
     stamp "e2e done" ;;
   long)
     stamp long
-    CK=/tmp/llama3-8b-random
-    [ -f $CK/model.safetensors ] || timeout 200 "$BIN/ninfer" make-random-checkpoint -o $CK \
-        --tokenizer-from "$NINFER_SHARED_DIR/models/stories260k" 2>&1 | tail -2
-    args=(bench -m $CK --device cuda --json --once --kv-dtype "${LONG_FORMAT:-rk2v4-e8}" --prompt "${LONG_PROMPT:-1048576}"
+    if [ -n "${LONG_CONFIG:-}" ]; then
+      model=(-m "$LONG_CONFIG" --random-weights 1)
+    else
+      CK=/tmp/llama3-8b-random
+      [ -f $CK/model.safetensors ] || timeout 200 "$BIN/ninfer" make-random-checkpoint -o $CK \
+          --tokenizer-from "$NINFER_SHARED_DIR/models/stories260k" 2>&1 | tail -2
+      model=(-m $CK)
+    fi
+    args=(bench "${model[@]}" --device cuda --json --once --kv-dtype "${LONG_FORMAT:-rk2v4-e8}" --prompt "${LONG_PROMPT:-1048576}"
           --gen 32 --chunk "${LONG_CHUNK:-8192}")
     echo "--- ninfer ${args[*]}" >> "$OUT/long.txt"
     ( while sleep 20; do nvidia-smi --query-gpu=memory.used --format=csv,noheader >> "$OUT/long_mem.txt"; done ) &
