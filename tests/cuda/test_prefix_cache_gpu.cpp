@@ -2,6 +2,8 @@
 // (shared with a live sequence that diverged after them) gives the logits of the same request
 // run without the cache, for every KV format the GPU runs; and a freed, diverged sequence
 // leaves the shared pages intact. The oracle is the uncached run on the same backend.
+// Models: the tiny Llama of tests/data (in the tree, so it travels to any GPU machine) and
+// ref-qwen3-d256 from ../shared where present.
 //
 // Tolerances. With page-sized prefill chunks both runs compute every page with the same
 // chunk, the same kernels and the same encoders (bit-exact with the CPU codecs), so the KV
@@ -12,6 +14,7 @@
 // that may land on the other side of a quantizer boundary): the bf16-mode model bound of
 // test_cuda_golden, 3e-2.
 #include <algorithm>
+#include <filesystem>
 
 #include "backend/cuda/cuda_backend.h"
 #include "cuda_test_util.h"
@@ -22,7 +25,34 @@
 namespace ninfer {
 namespace {
 
-std::unique_ptr<Engine> make(const std::string& kv, bool cache, int chunk, uint64_t shuffle = 0) {
+struct Model {
+  std::string name;
+  std::filesystem::path dir;
+  int vocab;
+};
+
+// The tiny Llama's weights beside a tokenizer of the test data (the engine loads one; these
+// tests feed token ids and never use it), in a directory of links made once.
+std::filesystem::path tiny_model_dir() {
+  namespace fs = std::filesystem;
+  const fs::path d = fs::temp_directory_path() / "ninfer_test_prefix_cache_tiny";
+  const fs::path src = test::test_data_dir() / "tiny" / "llama-rope-default";
+  fs::create_directories(d);
+  for (const fs::path& f : {src / "config.json", src / "model.safetensors",
+                            test::test_data_dir() / "tokenizers" / "llama3-tiny" / "tokenizer.json"})
+    if (!fs::exists(d / f.filename())) fs::create_symlink(f, d / f.filename());
+  return d;
+}
+
+// The models present here; the tiny one always is.
+std::vector<Model> models() {
+  std::vector<Model> m{{"tiny llama", tiny_model_dir(), 256}};
+  if (std::filesystem::exists(test::model_dir("ref-qwen3-d256") / "config.json"))
+    m.push_back({"ref-qwen3-d256", test::model_dir("ref-qwen3-d256"), 8192});
+  return m;
+}
+
+std::unique_ptr<Engine> make(const Model& m, const std::string& kv, bool cache, int chunk, uint64_t shuffle = 0) {
   EngineOptions o;
   o.device = "cuda";
   o.kv_dtype = kv;
@@ -32,12 +62,12 @@ std::unique_ptr<Engine> make(const std::string& kv, bool cache, int chunk, uint6
   o.page_shuffle_seed = shuffle;
   o.prefix_cache = cache;
   o.quiet = true;
-  return Engine::create(test::model_dir("ref-qwen3-d256"), o);
+  return Engine::create(m.dir, o);
 }
 
-std::vector<int32_t> tokens(int n, int salt) {
+std::vector<int32_t> tokens(const Model& m, int n, int salt) {
   std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) t.push_back(int32_t(3 + (i * 131 + salt * 977) % 8000));
+  for (int i = 0; i < n; ++i) t.push_back(int32_t(3 + (i * 131 + salt * 977) % (m.vocab - 3)));
   return t;
 }
 
@@ -72,17 +102,18 @@ double rel_err(const std::vector<float>& got, const std::vector<float>& want) {
 
 TEST(CudaPrefixCache, CachedPrefixLogitsMatchUncachedForEveryGpuFormat) {
   NINFER_REQUIRE_GPU();
-  NINFER_REQUIRE_MODEL("ref-qwen3-d256");
-  const std::vector<int32_t> shared = tokens(5 * kPageSize, 1);
-  const std::vector<int32_t> a = concat(shared, tokens(41, 2)), b = concat(shared, tokens(29, 3));
+  for (const Model& m : models()) {
+  SCOPED_TRACE(m.name);
+  const std::vector<int32_t> shared = tokens(m, 5 * kPageSize, 1);
+  const std::vector<int32_t> a = concat(shared, tokens(m, 41, 2)), b = concat(shared, tokens(m, 29, 3));
   int tested = 0;
   for (const KvFormat* f : kv_formats()) {
     const std::string kv(f->name);
     if (!cuda_supports_kv_format(kv)) continue;
     SCOPED_TRACE(kv);
     ++tested;
-    auto ref = make(kv, false, kPageSize);
-    auto e = make(kv, true, kPageSize, 31337);
+    auto ref = make(m, kv, false, kPageSize);
+    auto e = make(m, kv, true, kPageSize, 31337);
     ASSERT_TRUE(e->prefix_cache_enabled());
     const std::vector<float> ref_a = run(*ref, a, 4), ref_b = run(*ref, b, 4);
     int32_t sa = -1, sb = -1;
@@ -100,18 +131,19 @@ TEST(CudaPrefixCache, CachedPrefixLogitsMatchUncachedForEveryGpuFormat) {
     EXPECT_EQ(e->pages().n_used(), 0);
   }
   EXPECT_GE(tested, 8) << "every shipped format runs on the GPU";
+  }
 }
 
 TEST(CudaPrefixCache, DefaultChunkingWithinTheModelBound) {
   NINFER_REQUIRE_GPU();
-  NINFER_REQUIRE_MODEL("ref-qwen3-d256");
+  for (const Model& m : models())
   for (const char* kv : {"bf16", "rk2v4-e8"}) {
-    SCOPED_TRACE(kv);
-    const std::vector<int32_t> first = tokens(700, 4);
+    SCOPED_TRACE(m.name + " " + kv);
+    const std::vector<int32_t> first = tokens(m, 700, 4);
     const std::vector<int32_t> second =
-        concat(std::vector<int32_t>(first.begin(), first.begin() + 10 * kPageSize), tokens(150, 5));
-    auto ref = make(kv, false, 512);
-    auto e = make(kv, true, 512);
+        concat(std::vector<int32_t>(first.begin(), first.begin() + 10 * kPageSize), tokens(m, 150, 5));
+    auto ref = make(m, kv, false, 512);
+    auto e = make(m, kv, true, 512);
     run(*e, first, 0);
     const std::vector<float> got = run(*e, second, 3);
     EXPECT_EQ(e->prefix_cache_stats().hits, uint64_t(10 * kPageSize));
