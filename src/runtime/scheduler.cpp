@@ -32,6 +32,7 @@ struct RequestState {
   std::mutex mu;
   std::condition_variable cv;
   RequestOutput out;  // text not taken yet, finish state
+  std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
 };
 
 }  // namespace detail
@@ -54,6 +55,7 @@ RequestOutput RequestHandle::take(std::chrono::milliseconds timeout) {
   s_->out.text.clear();
   s_->out.logprobs.clear();
   s_->out.prompt_logprobs.clear();
+  s_->out.token_gaps.clear();
   return r;
 }
 
@@ -64,6 +66,7 @@ RequestOutput RequestHandle::wait_done() {
   s_->out.text.clear();
   s_->out.logprobs.clear();
   s_->out.prompt_logprobs.clear();
+  s_->out.token_gaps.clear();
   return r;
 }
 
@@ -94,6 +97,8 @@ struct Scheduler::Active {
   std::vector<int32_t> stop_ids;
   std::vector<TokenLogprob> prompt_lp;  // prompt_logprobs: positions 1..prompt_lp.size() so far
   bool prompt_lp_sent = false;
+  bool timed_first = false;     // the first token's time is in out.first_token_seconds
+  Clock::time_point last_token;
 
   Active(std::shared_ptr<detail::RequestState> s, const Tokenizer& tok)
       : st(std::move(s)), sampler(st->params.sampling), dec(tok) {}
@@ -271,6 +276,7 @@ void Scheduler::admit() {
       local_.prompt_tokens += a.n_prompt;
       std::lock_guard lk(a.st->mu);
       a.st->out.cached_tokens = int(std::min(a.n_fed, a.n_prompt));
+      a.st->out.queue_seconds = std::chrono::duration<double>(Clock::now() - a.st->submitted).count();
     }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
@@ -463,6 +469,14 @@ void Scheduler::emit_token(Active& a, int32_t tok, TokenLogprob* lp) {
     a.st->out.text += out;
     a.st->out.completion_tokens = int(a.n_generated);
     if (lp && !stop_token) a.st->out.logprobs.push_back(std::move(*lp));
+    const auto now = Clock::now();
+    if (!a.timed_first) {
+      a.timed_first = true;
+      a.st->out.first_token_seconds = std::chrono::duration<double>(now - a.st->submitted).count();
+    } else {
+      a.st->out.token_gaps.push_back(std::chrono::duration<double>(now - a.last_token).count());
+    }
+    a.last_token = now;
   }
   a.st->cv.notify_all();
   if (!reason.empty()) finish(a, reason);

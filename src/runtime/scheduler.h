@@ -90,6 +90,11 @@ struct RequestOutput {
   int prompt_tokens = 0;
   int completion_tokens = 0;  // tokens generated so far (a stop token is not counted)
   int cached_tokens = 0;      // prompt tokens served from the prefix cache at first admission
+  double queue_seconds = -1;  // submission to first admission (-1 until admitted)
+  double first_token_seconds = -1;  // submission to the first sampled token (-1 until then)
+  // Seconds between consecutive sampled tokens since the last take, in order (inter-token
+  // latency; a preempted request's recomputation falls inside one gap).
+  std::vector<double> token_gaps;
   // RequestParams::logprobs >= 0: one entry per generated token since the last take (a
   // stop token has none), in order.
   std::vector<TokenLogprob> logprobs;

@@ -509,11 +509,17 @@ json completion_logprobs(const std::vector<LogprobEntry>& entries, size_t offset
 
 json chat_completion(const ResponseMeta& m, const std::vector<Choice>& choices, const Usage& u) {
   json cs = json::array();
-  for (size_t i = 0; i < choices.size(); ++i)
-    cs.push_back({{"index", i},
-                  {"message", {{"role", "assistant"}, {"content", choices[i].text}}},
-                  {"logprobs", choices[i].logprobs},
-                  {"finish_reason", reason_json(choices[i].finish_reason)}});
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const Choice& c = choices[i];
+    json msg = {{"role", "assistant"}, {"content", c.text}};
+    std::string reason = c.finish_reason;
+    if (!c.tool_calls.is_null()) {
+      if (c.text.empty()) msg["content"] = nullptr;
+      msg["tool_calls"] = c.tool_calls;
+      if (reason == "stop") reason = "tool_calls";
+    }
+    cs.push_back({{"index", i}, {"message", msg}, {"logprobs", c.logprobs}, {"finish_reason", reason_json(reason)}});
+  }
   return {{"id", m.id},       {"object", "chat.completion"}, {"created", m.created},
           {"model", m.model}, {"choices", cs},               {"usage", usage_json(u)},
           {"system_fingerprint", nullptr}};

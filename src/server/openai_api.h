@@ -123,6 +123,10 @@ struct Choice {
   std::string text;
   std::string finish_reason;
   json logprobs;
+  // Chat with tools: the calls read out of the text ([{"id", "type", "function": {"name",
+  // "arguments"}}]); null when the text is a plain answer. With calls, `text` holds the rest
+  // (content null when empty) and a "stop" finish becomes "tool_calls".
+  json tool_calls;
 };
 
 // Identity of one response: "chatcmpl-..."/"cmpl-..." id, creation time, model name.

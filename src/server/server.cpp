@@ -25,6 +25,7 @@
 #include "runtime/engine.h"
 #include "runtime/scheduler.h"
 #include "server/metrics.h"
+#include "server/tool_calls.h"
 #include "server/openai_api.h"
 #include "server/structured_output.h"
 #include "text/chat_template.h"
@@ -191,7 +192,11 @@ struct ChoiceRun {
   std::string finish_reason, error;
   int completion_tokens = 0;
   int cached_tokens = 0;                // prompt tokens the prefix cache served at admission
+  double submitted = -1;                // seconds from the request to this choice's submission
+  double queue = -1, first_token = -1;  // the scheduler's times, from submission
+  std::vector<double> token_gaps;       // all of them
   size_t offset = 0;                    // streaming completions: bytes of text sent (text_offset)
+  std::string held;                     // streaming chat with tools: text kept until the end
   double lp_sum = 0;                    // best_of: the sum of the tokens' log-probabilities
   size_t lp_count = 0;
 
@@ -205,6 +210,9 @@ struct ChoiceRun {
     if (!o.prompt_logprobs.empty()) prompt_logprobs = std::move(o.prompt_logprobs);
     completion_tokens = o.completion_tokens;
     cached_tokens = std::max(cached_tokens, o.cached_tokens);
+    if (o.queue_seconds >= 0) queue = o.queue_seconds;
+    if (o.first_token_seconds >= 0) first_token = o.first_token_seconds;
+    token_gaps.insert(token_gaps.end(), o.token_gaps.begin(), o.token_gaps.end());
     if (o.finished) {
       finished = true;
       finish_reason = o.finish_reason;
@@ -225,8 +233,8 @@ struct Job {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> prompt_texts;  // echo
   std::vector<ChoiceRun> runs;            // prompt-major: runs[p * candidates + i]
+  ToolCallFormat tool_format = ToolCallFormat::none;  // chat with tools: how the model writes calls
   Clock::time_point t0;
-  double first_text = -1;
   bool started = false;
   bool ended = false;
   int prompt_tokens() const {
@@ -241,12 +249,36 @@ struct Job {
   }
   // Each prompt is counted once, as in prompt_tokens(): by its first choice, the one that
   // met the cache as it stood when the request arrived (the others share its pages).
+  // For the histograms: queue time and first token of the first choice to get there.
+  RequestTiming timing(double e2e) const {
+    RequestTiming t;
+    t.e2e = e2e;
+    for (const ChoiceRun& r : runs) {
+      if (r.queue >= 0 && (t.queue < 0 || r.queue < t.queue)) t.queue = r.queue;
+      if (r.first_token >= 0 && (t.first_token < 0 || r.submitted + r.first_token < t.first_token))
+        t.first_token = r.submitted + r.first_token;
+      t.token_gaps.insert(t.token_gaps.end(), r.token_gaps.begin(), r.token_gaps.end());
+    }
+    return t;
+  }
   int cached_tokens() const {
     int n_tok = 0;
     for (size_t p = 0; p < prompts.size(); ++p) n_tok += runs[p * size_t(candidates)].cached_tokens;
     return n_tok;
   }
 };
+
+// OpenAI's shape of the calls read out of a reply, each with a fresh id.
+json tool_calls_json(const std::vector<ParsedToolCall>& calls) {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t salt = std::random_device{}();
+  json out = json::array();
+  for (const ParsedToolCall& c : calls)
+    out.push_back({{"id", fmt::format("call_{:016x}", salt ^ (++counter * 0x9e3779b97f4a7c15ull))},
+                   {"type", "function"},
+                   {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  return out;
+}
 
 }  // namespace
 
@@ -455,6 +487,8 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     job->n = ar.n;
     job->candidates = std::max(ar.n, ar.best_of);
     job->t0 = t0;
+    if (job->chat && !ar.tools.is_undefined())
+      job->tool_format = tool_call_format_for(eng.tokenizer().chat_template());
     const size_t n_prompts = job->chat ? 1 : ar.prompts.size();
     for (size_t i = 0; i < n_prompts; ++i) {
       job->prompts.push_back(prompt_tokens(ar, i));
@@ -476,6 +510,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
               trie, ar.grammar, ar.ignore_eos ? std::vector<int32_t>{} : eng.generation_config().eos_ids);
         ChoiceRun run;
         run.prompt = pi;
+        run.submitted = seconds_since(job->t0);
         run.handle = submit(std::move(p), ep);  // a refusal cancels the runs submitted so far
         job->runs.push_back(std::move(run));
       }
@@ -520,16 +555,24 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
         std::stable_sort(cands.begin(), cands.end(), [&](auto* a, auto* b) { return mean(a) > mean(b); });
         cands.resize(size_t(job->n));
       }
-      for (const ChoiceRun* r : cands)
-        choices.push_back(Choice{job->echo ? job->prompt_texts[pi] + r->text : r->text, r->finish_reason,
-                                 choice_logprobs(*job, *r)});
+      for (const ChoiceRun* r : cands) {
+        Choice c{job->echo ? job->prompt_texts[pi] + r->text : r->text, r->finish_reason, choice_logprobs(*job, *r)};
+        if (job->tool_format != ToolCallFormat::none) {
+          ToolOutput t = parse_tool_output(c.text, job->tool_format);
+          if (!t.calls.empty()) {
+            c.text = std::move(t.content);
+            c.tool_calls = tool_calls_json(t.calls);
+          }
+        }
+        choices.push_back(std::move(c));
+      }
     }
     const Usage u{job->prompt_tokens(), job->completion_tokens(), job->cached_tokens()};
     json out = job->chat ? chat_completion(job->meta, choices, u) : text_completion(job->meta, choices, u);
     res.status = 200;
     res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
     metrics.record(route, 200);
-    metrics.record_latency(seconds_since(t0), -1);
+    metrics.record_request(job->timing(seconds_since(t0)));
     log(fmt::format("POST {} 200 | prompt {}, completion {}, {} choice(s), {} | {:.3f} s", route, u.prompt_tokens,
                     u.completion_tokens, choices.size(), choices.empty() ? "" : choices[0].finish_reason,
                     seconds_since(t0)));
@@ -610,9 +653,25 @@ void Server::Impl::stream(httplib::Response& res, std::shared_ptr<Job> job, cons
           }
           out += chunk(r, int(i), j.prompt_texts[r.prompt], "", es);
         }
+        if (j.tool_format != ToolCallFormat::none) {
+          // NOTE: with tools the text is held to the end, then sent as its content and calls
+          // (one delta each): a call is only known to be one once its JSON closes.
+          r.held += text;
+          text.clear();
+        }
         if (!text.empty()) {
-          if (j.first_text < 0) j.first_text = seconds_since(j.t0);
           out += chunk(r, int(i), text, "", pending(r));
+        }
+        if (fin && j.tool_format != ToolCallFormat::none && r.finish_reason != "error" &&
+            r.finish_reason != "cancelled") {
+          ToolOutput t = parse_tool_output(r.held, j.tool_format);
+          if (!t.content.empty()) out += chunk(r, int(i), t.content, "", pending(r));
+          if (!t.calls.empty()) {
+            json calls = tool_calls_json(t.calls);
+            for (size_t k = 0; k < calls.size(); ++k) calls[k]["index"] = k;
+            out += sse_event(chat_chunk(j.meta, {{"tool_calls", calls}}, "", j.include_usage, int(i), nullptr));
+            if (r.finish_reason == "stop") r.finish_reason = "tool_calls";
+          }
         }
         if (fin) {
           if (r.finish_reason == "error" || r.finish_reason == "cancelled") {
@@ -646,7 +705,7 @@ void Server::Impl::stream(httplib::Response& res, std::shared_ptr<Job> job, cons
         if (!write(tail)) return gone();
         sink.done();
         metrics.record(route, 200);
-        metrics.record_latency(seconds_since(j.t0), j.first_text);
+        metrics.record_request(j.timing(seconds_since(j.t0)));
         log(fmt::format("POST {} 200 | stream, prompt {}, completion {}, {} choice(s), {} | {:.3f} s", route,
                         u.prompt_tokens, u.completion_tokens, j.runs.size(), j.runs[0].finish_reason,
                         seconds_since(j.t0)));

@@ -3,6 +3,7 @@
 // fields are ignored.
 #include <gtest/gtest.h>
 
+#include "server/metrics.h"
 #include "server/openai_api.h"
 
 namespace ninfer::server {
@@ -280,6 +281,16 @@ TEST(OpenAiApi, ResponseShapes) {
   EXPECT_EQ(c["choices"][0]["message"]["content"], "hello");
   EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(c["usage"]["total_tokens"], 5);
+  // A reply that was a tool call: content null, the calls, finish_reason "tool_calls".
+  const json calls = json::parse(R"([{"id": "call_1", "type": "function",
+                                        "function": {"name": "f", "arguments": "{\"a\":1}"}}])");
+  json tc = chat_completion(m, {Choice{"", "stop", nullptr, calls}, Choice{"Sure.", "length", nullptr, calls}}, {3, 2});
+  EXPECT_TRUE(tc["choices"][0]["message"]["content"].is_null());
+  EXPECT_EQ(tc["choices"][0]["message"]["tool_calls"], calls);
+  EXPECT_EQ(tc["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(tc["choices"][1]["message"]["content"], "Sure.");
+  EXPECT_EQ(tc["choices"][1]["finish_reason"], "length") << "a call cut off by max_tokens keeps its reason";
+  EXPECT_FALSE(c["choices"][0]["message"].contains("tool_calls"));
   json k = chat_chunk(m, {{"content", "x"}}, "", true);
   EXPECT_TRUE(k["choices"][0]["finish_reason"].is_null());
   EXPECT_TRUE(k.contains("usage") && k["usage"].is_null());
@@ -360,6 +371,26 @@ TEST(OpenAiApi, ToolFieldErrorsNameTheField) {
     EXPECT_EQ(e.param, c.param) << c.body.dump() << ": " << e.message;
     EXPECT_NE(e.message.find(c.param), std::string::npos) << e.message;
   }
+}
+
+}  // namespace
+}  // namespace ninfer::server
+
+namespace ninfer::server {
+namespace {
+
+// Buckets are cumulative and inclusive of their upper bound (Prometheus' `le`); +Inf holds all.
+TEST(Histogram, BucketsAreCumulativeAndInclusive) {
+  Histogram h({0.125, 1, 10});  // binary fractions: the sum is exact
+  for (double v : {0.0625, 0.125, 0.5, 1.0, 5.0, 50.0}) h.observe(v);
+  const std::string r = h.render("x_seconds", "help");
+  EXPECT_NE(r.find("# TYPE x_seconds histogram\n"), std::string::npos);
+  EXPECT_NE(r.find("x_seconds_bucket{le=\"0.125\"} 2\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("x_seconds_bucket{le=\"1\"} 4\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("x_seconds_bucket{le=\"10\"} 5\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("x_seconds_bucket{le=\"+Inf\"} 6\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("x_seconds_sum 56.6875\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("x_seconds_count 6\n"), std::string::npos) << r;
 }
 
 }  // namespace

@@ -336,6 +336,39 @@ TEST_F(Serve, MetricsArePrometheusText) {
             client().metric("ninfer_kv_pages_total"));
 }
 
+// The request-timing histograms, under our names and vLLM's, count what one request did: one
+// end-to-end time, one queue time, one first token, a gap per later token; the KV usage ratio
+// is pages used over the pool.
+TEST_F(Serve, TimingHistogramsCountEachRequestUnderBothNames) {
+  auto count = [&](const std::string& name) { return client().metric(name + "_count"); };
+  const double e2e0 = count("ninfer_e2e_request_latency_seconds"), q0 = count("ninfer_request_queue_time_seconds"),
+               t0 = count("ninfer_time_to_first_token_seconds"), i0 = count("ninfer_inter_token_latency_seconds");
+  json body = chat_body("Count the gaps", 9, true);
+  body["ignore_eos"] = true;
+  StreamReply s = client().post_stream("/v1/chat/completions", body);
+  ASSERT_EQ(s.status, 200);
+  ASSERT_TRUE(idle_within(5s));
+  EXPECT_EQ(count("ninfer_e2e_request_latency_seconds"), e2e0 + 1);
+  EXPECT_EQ(count("ninfer_request_queue_time_seconds"), q0 + 1);
+  EXPECT_EQ(count("ninfer_time_to_first_token_seconds"), t0 + 1);
+  EXPECT_EQ(count("ninfer_inter_token_latency_seconds"), i0 + 8) << "9 tokens, 8 gaps";
+  Reply m = client().get("/metrics");
+  for (const char* pair : {"e2e_request_latency_seconds", "request_queue_time_seconds", "time_to_first_token_seconds",
+                           "inter_token_latency_seconds"}) {
+    SCOPED_TRACE(pair);
+    const std::string ours = std::string("ninfer_") + pair, vllm = std::string("vllm:") + pair;
+    EXPECT_NE(m.body.find("# TYPE " + ours + " histogram"), std::string::npos);
+    EXPECT_EQ(client().metric(vllm + "_count"), client().metric(ours + "_count"));
+    EXPECT_EQ(client().metric(vllm + "_bucket{le=\"+Inf\"}"), client().metric(ours + "_count"));
+    EXPECT_GT(client().metric(ours + "_sum"), 0.0);
+  }
+  // First token before the end, and the gaps sum to less than the whole request.
+  EXPECT_LT(client().metric("ninfer_time_to_first_token_seconds_sum"),
+            client().metric("ninfer_e2e_request_latency_seconds_sum"));
+  EXPECT_DOUBLE_EQ(client().metric("vllm:kv_cache_usage_perc"),
+                   client().metric("ninfer_kv_pages_used") / client().metric("ninfer_kv_pages_total"));
+}
+
 TEST_F(Serve, OfficialOpenAiNodeSdk) {
   const std::filesystem::path dir = NINFER_SERVER_TEST_DIR;
   if (!std::filesystem::exists(dir / "node_modules" / "openai" / "package.json"))

@@ -1,0 +1,104 @@
+// Tool calls read back out of generated text, per family format, on outputs written the way
+// each family's documentation shows them (the reference models are too small to choose tools
+// themselves); the format chosen from the recorded real chat templates.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "server/tool_calls.h"
+#include "test_paths.h"
+
+namespace ninfer::server {
+namespace {
+
+using json = nlohmann::json;
+
+std::string read_template(const std::string& name) {
+  std::ifstream f(test::test_data_dir() / "chat_templates" / "real" / name);
+  EXPECT_TRUE(f.good()) << name;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(ToolCalls, FormatIsChosenFromTheRealTemplates) {
+  EXPECT_EQ(tool_call_format_for(read_template("qwen3.jinja")), ToolCallFormat::hermes);
+  EXPECT_EQ(tool_call_format_for(read_template("llama-3.1-8b-instruct.jinja")), ToolCallFormat::llama3);
+  EXPECT_EQ(tool_call_format_for(read_template("mistral-7b-instruct-v0.3.jinja")), ToolCallFormat::mistral);
+  EXPECT_EQ(tool_call_format_for(read_template("mistral-nemo-instruct-2407.jinja")), ToolCallFormat::mistral);
+  EXPECT_EQ(tool_call_format_for(read_template("gemma-2-it.jinja")), ToolCallFormat::none);
+}
+
+TEST(ToolCalls, HermesBlocksWithTextAround) {
+  const std::string out =
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n"
+      "</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+  ToolOutput r = parse_tool_output(out, ToolCallFormat::hermes);
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.content, "Let me check.");
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(json::parse(r.calls[0].arguments), json::parse(R"({"city": "Paris", "days": 2})"));
+  EXPECT_EQ(r.calls[1].name, "get_time");
+  EXPECT_EQ(r.calls[1].arguments, "{}");
+}
+
+TEST(ToolCalls, HermesUnclosedLastBlockAndArgumentsAsAString) {
+  ToolOutput r = parse_tool_output("<tool_call>\n{\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}\n",
+                                   ToolCallFormat::hermes);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, R"({"x":1})");
+  EXPECT_EQ(r.content, "");
+}
+
+TEST(ToolCalls, WhatOnlyLooksLikeACallStaysText) {
+  for (const char* bad : {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}\n</tool_call>",  // bad JSON
+                          "<tool_call>{\"arguments\": {}}</tool_call>",                             // no name
+                          "<tool_call>{\"name\": 3}</tool_call>",                                   // name not a string
+                          "<tool_call>{\"name\": \"f\", \"arguments\": [1]}</tool_call>"}) {        // not an object
+    SCOPED_TRACE(bad);
+    ToolOutput r = parse_tool_output(bad, ToolCallFormat::hermes);
+    EXPECT_TRUE(r.calls.empty());
+    EXPECT_EQ(r.content, bad);
+  }
+  ToolOutput plain = parse_tool_output("  The answer is 4.\n", ToolCallFormat::hermes);
+  EXPECT_TRUE(plain.calls.empty());
+  EXPECT_EQ(plain.content, "  The answer is 4.\n") << "a plain answer is returned as written";
+}
+
+TEST(ToolCalls, Llama3JsonWithAndWithoutPythonTag) {
+  ToolOutput a = parse_tool_output("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
+                                   ToolCallFormat::llama3);
+  ASSERT_EQ(a.calls.size(), 1u);
+  EXPECT_EQ(a.calls[0].name, "get_weather");
+  EXPECT_EQ(a.calls[0].arguments, R"({"city":"Oslo"})");
+  ToolOutput b = parse_tool_output(
+      "<|python_tag|>{\"name\": \"a\", \"parameters\": {\"s\": \"x;y\"}}; {\"name\": \"b\", \"parameters\": {}}",
+      ToolCallFormat::llama3);
+  ASSERT_EQ(b.calls.size(), 2u);
+  EXPECT_EQ(b.calls[0].arguments, R"({"s":"x;y"})") << "a ';' inside a string does not split";
+  EXPECT_EQ(b.calls[1].name, "b");
+  ToolOutput prose = parse_tool_output("It is sunny in Oslo.", ToolCallFormat::llama3);
+  EXPECT_TRUE(prose.calls.empty());
+  EXPECT_EQ(prose.content, "It is sunny in Oslo.");
+}
+
+TEST(ToolCalls, MistralArrayAndArgsForms) {
+  ToolOutput v3 = parse_tool_output(
+      "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"a\": 1}}, {\"name\": \"g\", \"arguments\": {\"b\": [2]}}]",
+      ToolCallFormat::mistral);
+  ASSERT_EQ(v3.calls.size(), 2u);
+  EXPECT_EQ(v3.calls[1].name, "g");
+  EXPECT_EQ(v3.calls[1].arguments, R"({"b":[2]})");
+  ToolOutput v11 = parse_tool_output("[TOOL_CALLS]f[ARGS]{\"a\": 1}[TOOL_CALLS]g[ARGS]{}", ToolCallFormat::mistral);
+  ASSERT_EQ(v11.calls.size(), 2u);
+  EXPECT_EQ(v11.calls[0].name, "f");
+  EXPECT_EQ(v11.calls[0].arguments, R"({"a":1})");
+  EXPECT_EQ(v11.calls[1].name, "g");
+  ToolOutput broken = parse_tool_output("[TOOL_CALLS] [{\"name\": \"f\"", ToolCallFormat::mistral);
+  EXPECT_TRUE(broken.calls.empty());
+}
+
+}  // namespace
+}  // namespace ninfer::server
