@@ -268,6 +268,14 @@ struct Job {
   }
 };
 
+// A request body that must be a JSON object (/tokenize, /detokenize).
+json parse_object_body(const std::string& text) {
+  json body = parse_body(text);
+  if (!body.is_object())
+    throw ApiError{400, "the request body must be a JSON object", "invalid_request_error", "", "invalid_value"};
+  return body;
+}
+
 // OpenAI's shape of the calls read out of a reply, each with a fresh id.
 json tool_calls_json(const std::vector<ParsedToolCall>& calls) {
   static std::atomic<uint64_t> counter{0};
@@ -556,7 +564,8 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
         cands.resize(size_t(job->n));
       }
       for (const ChoiceRun* r : cands) {
-        Choice c{job->echo ? job->prompt_texts[pi] + r->text : r->text, r->finish_reason, choice_logprobs(*job, *r)};
+        Choice c{job->echo ? job->prompt_texts[pi] + r->text : r->text, r->finish_reason, choice_logprobs(*job, *r),
+                 nullptr};
         if (job->tool_format != ToolCallFormat::none) {
           ToolOutput t = parse_tool_output(c.text, job->tool_format);
           if (!t.calls.empty()) {
@@ -785,9 +794,7 @@ void Server::Impl::setup() {
   http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req, res)) return;
     try {
-      json body = parse_body(req.body);
-      if (!body.is_object())
-        throw ApiError{400, "the request body must be a JSON object", "invalid_request_error", "", "invalid_value"};
+      json body = parse_object_body(req.body);
       // NOTE: /tokenize measures prompts: one over the context is still tokenized.
       std::vector<int32_t> ids;
       if (body.contains("messages")) {
@@ -812,7 +819,11 @@ void Server::Impl::setup() {
         ids = eng.tokenizer().encode(p->get<std::string>(), special);
       }
       json out = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", sched.max_context()}};
-      if (auto r = body.find("return_token_strs"); r != body.end() && r->is_boolean() && r->get<bool>()) {
+      auto r = body.find("return_token_strs");
+      if (r != body.end() && !r->is_null() && !r->is_boolean())
+        throw ApiError{400, "'return_token_strs' must be a boolean", "invalid_request_error", "return_token_strs",
+                       "invalid_type"};
+      if (r != body.end() && r->is_boolean() && r->get<bool>()) {
         json strs = json::array();
         for (int32_t id : ids) strs.push_back(eng.tokenizer().token_piece(id));
         out["token_strs"] = strs;
@@ -825,9 +836,7 @@ void Server::Impl::setup() {
   http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req, res)) return;
     try {
-      json body = parse_body(req.body);
-      if (!body.is_object())
-        throw ApiError{400, "the request body must be a JSON object", "invalid_request_error", "", "invalid_value"};
+      json body = parse_object_body(req.body);
       auto t = body.find("tokens");
       if (t == body.end())
         throw ApiError{400, "'tokens' is required", "invalid_request_error", "tokens", "missing_required_parameter"};

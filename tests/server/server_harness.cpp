@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -183,6 +184,19 @@ double Client::metric(const std::string& name_with_labels) const {
     if (line.rfind(name_with_labels + " ", 0) == 0) return std::stod(line.substr(name_with_labels.size() + 1));
   }
   return NAN;
+}
+
+void stop_server(std::unique_ptr<ServerProcess>& server) {
+  if (!server) return;
+  const std::string log = server->log();
+  EXPECT_EQ(server->stop(), 0) << "SIGTERM should end the server cleanly:\n" << log;
+  server.reset();
+}
+
+void print_log_if_failed(const ServerProcess* server) {
+  if (!server || !::testing::Test::HasFailure()) return;
+  const std::string log = server->log();
+  std::cerr << "server log (tail):\n" << log.substr(log.size() > 4000 ? log.size() - 4000 : 0) << "\n";
 }
 
 std::string stream_text(const StreamReply& r) {

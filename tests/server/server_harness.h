@@ -65,6 +65,11 @@ class Client {
   std::string key_;
 };
 
+// For a suite's TearDownTestSuite: stops the server (if any), expecting a clean SIGTERM exit.
+void stop_server(std::unique_ptr<ServerProcess>& server);
+// For a test's TearDown: the last 4,000 bytes of the server's log when the test failed.
+void print_log_if_failed(const ServerProcess* server);
+
 // The text of a streamed chat or text completion (concatenated deltas).
 std::string stream_text(const StreamReply& r);
 

@@ -102,20 +102,13 @@ class ServeChoices : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     oracle.reset();
-    if (!server) return;
-    const std::string log = server->log();
-    EXPECT_EQ(server->stop(), 0) << "SIGTERM should end the server cleanly:\n" << log;
-    server.reset();
+    stop_server(server);
   }
   void SetUp() override {
     NINFER_REQUIRE_MODEL("ref-qwen3-d256");
     ASSERT_TRUE(server) << start_error;
   }
-  void TearDown() override {
-    if (HasFailure() && server)
-      std::cerr << "server log (tail):\n"
-                << server->log().substr(server->log().size() > 4000 ? server->log().size() - 4000 : 0) << "\n";
-  }
+  void TearDown() override { print_log_if_failed(server.get()); }
   static Client client() { return Client(server->port()); }
   static std::string piece(int32_t id) { return oracle->tokenizer().token_piece(id); }
   // The id whose piece is `s` (the lowest such id); -1 if none.
@@ -582,6 +575,8 @@ TEST_F(ServeChoices, TokenizeAndDetokenize) {
   EXPECT_EQ(client().post("/detokenize", json{{"tokens", {1, 999999}}}).j["error"]["param"], "tokens[1]");
   EXPECT_EQ(client().post("/detokenize", json{{"tokens", "x"}}).j["error"]["param"], "tokens");
   EXPECT_EQ(client().post("/tokenize", json{{"prompt", 5}}).j["error"]["param"], "prompt");
+  EXPECT_EQ(client().post("/tokenize", json{{"prompt", "x"}, {"return_token_strs", "yes"}}).j["error"]["param"],
+            "return_token_strs");
   EXPECT_EQ(client().post("/tokenize", json::object()).j["error"]["code"], "missing_required_parameter");
   EXPECT_EQ(client().post("/tokenize", std::string("{")).j["error"]["code"], "invalid_json");
 }

@@ -53,20 +53,12 @@ class Serve : public ::testing::Test {
                                    "--api-key", kKey, "--max-body-bytes", "64KiB", "--step-tokens", "256"},
                                   &start_error);
   }
-  static void TearDownTestSuite() {
-    if (!server) return;
-    const std::string log = server->log();
-    EXPECT_EQ(server->stop(), 0) << "SIGTERM should end the server cleanly:\n" << log;
-    server.reset();
-  }
+  static void TearDownTestSuite() { stop_server(server); }
   void SetUp() override {
     NINFER_REQUIRE_MODEL("ref-qwen3-d256");
     ASSERT_TRUE(server) << start_error;
   }
-  void TearDown() override {
-    if (HasFailure() && server) std::cerr << "server log (tail):\n" << server->log().substr(
-        server->log().size() > 4000 ? server->log().size() - 4000 : 0) << "\n";
-  }
+  void TearDown() override { print_log_if_failed(server.get()); }
   static Client client() { return Client(server->port(), kKey); }
   // The scheduler publishes its gauges after the step that finished a request, a moment
   // after the response went out: poll for the idle state.
