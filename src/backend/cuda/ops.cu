@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/ops.h"
+#include "core/env.h"
 
 namespace ninfer::cuda {
 namespace {
@@ -63,6 +64,7 @@ __global__ void to_bf16_kernel(const float* x, uint16_t* out, size_t n, bool spl
 __global__ void rmsnorm_kernel(const float* x, const int32_t* rows, const float* weight, uint16_t* out,
                                int n_rows, int dim, float eps, bool split) {
   const int r = blockIdx.x;
+  pdl_launch_dependents();  // the next gemv may be scheduled early (it waits for us)
   const float* xr = x + size_t(rows ? rows[r] : r) * dim;
   double ss = 0;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += double(xr[i]) * xr[i];
@@ -123,6 +125,7 @@ __global__ void qk_norm_rope_kernel(float* qkv, int ld, int n_tokens, int n_head
 }
 
 __global__ void gated_act_kernel(const float* gu, uint16_t* out, int n_tokens, int ffn, int act, bool split) {
+  pdl_launch_dependents();  // the next gemv may be scheduled early (it waits for us)
   const size_t n = size_t(n_tokens) * ffn;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const size_t t = i / ffn, j = i % ffn;
@@ -154,6 +157,7 @@ __global__ void logits_post_kernel(float* y, size_t n, float scale, float cap) {
 constexpr int kRouteMaxExperts = 256, kRoutePerLane = kRouteMaxExperts / 32;
 __global__ void moe_route_kernel(const float* logits, int n_tokens, int n_experts, int k, bool norm, int32_t* ids,
                                  float* w) {
+  pdl_launch_dependents();  // the next gemv may be scheduled early (it waits for us)
   const int lane = threadIdx.x % 32, t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (t >= n_tokens) return;
   const float* lg = logits + size_t(t) * n_experts;
@@ -252,6 +256,17 @@ int grid_for(size_t n, int threads) {
 }
 
 }  // namespace
+
+bool pdl_launches() {
+  static const bool v = [] {
+    const bool on = env_switch("NINFER_CUDA_PDL");
+    int dev = 0, major = 0;
+    NINFER_CUDA_CHECK(cudaGetDevice(&dev));
+    NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    return on && major >= 9;  // PDL is Hopper's (sm_90); the kernels' waits are no-ops before it
+  }();
+  return v;
+}
 
 void launch_embed(const int32_t* ids, const uint16_t* embed, float* x, int n_tokens, int hidden, cudaStream_t s,
                   float scale) {
