@@ -26,8 +26,8 @@ struct RegisterCommand {
   }
 };
 
-// Flags shared by every command that loads a model: -m, --device, --threads, --kv-dtype,
-// --max-context, --kv-capacity, --memory-budget.
+// Flags shared by every command that loads a model: -m, --device, --threads, --prefill-chunk,
+// --chat-template, --kv-dtype, --max-context, --kv-capacity, --memory-budget.
 struct EngineFlags {
   std::string model_dir;
   EngineOptions opt;

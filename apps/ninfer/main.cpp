@@ -22,6 +22,8 @@ void EngineFlags::add(CLI::App* app, bool kv_flags) {
   app->add_option("--device", opt.device, "cpu, cuda or auto")->capture_default_str();
   app->add_option("--threads", opt.threads, "CPU threads (0: all cores)")->capture_default_str();
   app->add_option("--prefill-chunk", opt.prefill_chunk, "prompt tokens per forward call")->capture_default_str();
+  app->add_option("--chat-template", opt.chat_template_file,
+                  "a Jinja chat template file to use instead of the model's (tokenizer_config.json)");
   if (kv_flags) {
     app->add_option("--kv-dtype", opt.kv_dtype, "KV cache format: " + kv_format_names_joined())
         ->capture_default_str();

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <chrono>
 #include <cstdio>
 
@@ -46,6 +48,13 @@ std::unique_ptr<Engine> Engine::create(const std::filesystem::path& dir, const E
   const ModelConfig& c = e->model_->config;
   e->format_->check_head_dim(c.head_dim);
   e->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(dir));
+  if (!opt.chat_template_file.empty()) {
+    std::ifstream f(opt.chat_template_file, std::ios::binary);
+    if (!f) fail("--chat-template: cannot read '{}'", opt.chat_template_file);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (text.empty()) fail("--chat-template: '{}' is empty", opt.chat_template_file);
+    *e->tokenizer_ = e->tokenizer_->with_chat_template(std::move(text));
+  }
   e->gen_config_ = load_generation_config(dir);
   if (opt.max_context < 0) fail("--max-context must be positive, got {}", opt.max_context);
   e->max_context_ = opt.max_context > 0 ? opt.max_context : c.max_position;

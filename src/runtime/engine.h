@@ -44,6 +44,9 @@ struct EngineOptions {
   // keyed by their tokens, and attached read-only to a new sequence whose prompt starts with
   // them. Off by default (a benchmark must not time cached prefills); `serve` turns it on.
   bool prefix_cache = false;
+  // A Jinja chat template file used instead of the model's (tokenizer_config.json's), as
+  // vLLM's --chat-template; "" for the model's own.
+  std::string chat_template_file;
 };
 
 // Longest run of cached pages at the head of some tokens (Engine::match_prefix).

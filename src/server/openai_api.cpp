@@ -336,16 +336,65 @@ ApiRequest parse_chat_request(const json& body, const nlohmann::ordered_json* or
   }
   parse_common(body, r);
   refuse_nonempty_array(body, "functions");
-  bool tool_choice_none = false;
+  // tool_choice: "auto" (the default with tools), "none" (no tools shown), "required" (at least
+  // one call) or {"type": "function", "function": {"name": F}} (a call of F). The last two
+  // constrain sampling: F's parameters schema (the reply is F's arguments), or a JSON array of
+  // {"name", "parameters"} objects, one of the tools each (as vLLM does).
+  std::string choice = "auto";
   if (const json* tc = field(body, "tool_choice")) {
-    if (!(tc->is_string() && (*tc == "none" || *tc == "auto")))
-      unsupported("tool_choice", "'tool_choice' other than 'auto' or 'none' is not supported (no constrained decoding)");
-    tool_choice_none = *tc == "none";
+    if (tc->is_string()) {
+      choice = tc->get<std::string>();
+      if (choice != "auto" && choice != "none" && choice != "required")
+        bad("tool_choice", fmt::format("'tool_choice' must be 'auto', 'none', 'required' or an object naming a "
+                                       "function, got '{}'", choice));
+    } else if (tc->is_object()) {
+      const json* type = field(*tc, "type");
+      if (!type || !(type->is_string() && *type == "function"))
+        bad("tool_choice.type", "'tool_choice.type' must be 'function'");
+      const json* f = field(*tc, "function");
+      if (!f || !f->is_object()) bad("tool_choice.function", "'tool_choice.function' must be an object with a 'name'");
+      const json* name = field(*f, "name");
+      if (!name || !name->is_string()) bad("tool_choice.function.name", "'tool_choice.function.name' must be a string");
+      choice = "named";
+      r.tool_choice_name = name->get<std::string>();
+    } else {
+      wrong_type("tool_choice", "a string or an object", *tc);
+    }
   }
-  if (const json* tools = field(body, "tools")) {
-    check_tools(*tools);
-    // NOTE: tool_choice "none": the model must not call tools, so it is not shown any.
-    if (!tools->empty() && !tool_choice_none) r.tools = jinja::from_json(ob.at("tools"));
+  const json* tools = field(body, "tools");
+  if (tools) check_tools(*tools);
+  const bool have_tools = tools && !tools->empty();
+  if ((choice == "required" || choice == "named") && !have_tools)
+    bad("tool_choice", fmt::format("'tool_choice' {} needs a non-empty 'tools' list",
+                                   choice == "named" ? "naming a function" : "'required'"));
+  // NOTE: tool_choice "none": the model must not call tools, so it is not shown any.
+  if (have_tools && choice != "none") r.tools = jinja::from_json(ob.at("tools"));
+  if (choice == "required" || choice == "named") {
+    const ojson& otools = ob.at("tools");
+    ojson alternatives = ojson::array();
+    bool found = false;
+    for (size_t i = 0; i < otools.size(); ++i) {
+      const ojson& f = otools[i].at("function");
+      const std::string name = f.at("name").get<std::string>();
+      const ojson params = f.contains("parameters") ? f.at("parameters") : ojson{{"type", "object"}};
+      // Each tool's schema compiled alone first, so a keyword the grammar lacks is named where it is.
+      std::shared_ptr<const JsonGrammar> g = compile_json_schema(params, fmt::format("tools[{}].function.parameters", i));
+      if (choice == "named" && name == r.tool_choice_name) {
+        r.grammar = g;
+        found = true;
+      }
+      alternatives.push_back({{"type", "object"},
+                              {"properties", {{"name", {{"const", name}}}, {"parameters", params}}},
+                              {"required", {"name", "parameters"}},
+                              {"additionalProperties", false}});
+    }
+    if (choice == "named" && !found)
+      bad("tool_choice.function.name",
+          fmt::format("'tool_choice.function.name' '{}' is not one of the 'tools'", r.tool_choice_name));
+    if (choice == "required")
+      r.grammar = compile_json_schema(ojson{{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", alternatives}}}},
+                                      "tools");
+    r.tool_choice = choice == "named" ? ToolChoice::named : ToolChoice::required;
   }
   const bool logprobs = get_bool(body, "logprobs").value_or(false);
   if (std::optional<int64_t> tl = get_int(body, "top_logprobs")) {
@@ -358,6 +407,8 @@ ApiRequest parse_chat_request(const json& body, const nlohmann::ordered_json* or
   else r.logprobs = -1;
   if (const json* rf = field(body, "response_format")) {
     if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
+    if (r.tool_choice != ToolChoice::automatic && !(field(*rf, "type") && *field(*rf, "type") == "text"))
+      bad("response_format", "'response_format' cannot be combined with 'tool_choice' 'required' or a named function");
     const json* t = field(*rf, "type");
     if (!t) bad("response_format.type", "'response_format.type' is required", "missing_required_parameter");
     if (!t->is_string()) wrong_type("response_format.type", "a string", *t);

@@ -64,6 +64,10 @@ constexpr int kMaxChoices = 16;       // n, best_of
 constexpr size_t kMaxPrompts = 32;    // prompts in one /v1/completions request
 constexpr int kMaxTopLogprobs = 20;   // OpenAI's limit for top_logprobs (vLLM's too)
 
+// tool_choice: automatic covers "auto" and "none" (what the template is shown decides those);
+// required and named constrain sampling (ApiRequest::grammar).
+enum class ToolChoice { automatic, required, named };
+
 // A checked request. The prompt is either chat messages (kChat), text or token ids
 // (kCompletion); the server turns it into tokens.
 struct ApiRequest {
@@ -75,7 +79,8 @@ struct ApiRequest {
   int best_of = 0;                     // kCompletion: candidates per prompt (0: n)
   int logprobs = -1;                   // -1: none; else alternatives per token (top_logprobs)
   bool echo = false;                   // kCompletion: the prompt comes back before the completion
-  // kChat: response_format json_object / json_schema, compiled; null for text.
+  // kChat: response_format json_object / json_schema, or a forced tool call (tool_choice), compiled;
+  // null for neither.
   std::shared_ptr<const JsonGrammar> grammar;
   int64_t max_tokens = -1;             // -1: up to the context limit
   SamplingParams sampling;
@@ -84,6 +89,8 @@ struct ApiRequest {
   bool set_temperature = false, set_top_p = false, set_top_k = false, set_min_p = false,
        set_repetition_penalty = false;
   jinja::Value tools{};                 // kChat: the tool list, undefined if none
+  ToolChoice tool_choice = ToolChoice::automatic;
+  std::string tool_choice_name;         // ToolChoice::named: the function
   jinja::Value chat_template_kwargs{};  // kChat: a dict, or undefined
   std::vector<std::string> stop;
   bool ignore_eos = false;

@@ -197,6 +197,7 @@ struct ChoiceRun {
   std::vector<double> token_gaps;       // all of them
   size_t offset = 0;                    // streaming completions: bytes of text sent (text_offset)
   std::string held;                     // streaming chat with tools: text kept until the end
+  bool call_opened = false;             // streaming, a named tool_choice: the call's first delta sent
   double lp_sum = 0;                    // best_of: the sum of the tokens' log-probabilities
   size_t lp_count = 0;
 
@@ -234,6 +235,8 @@ struct Job {
   std::vector<std::string> prompt_texts;  // echo
   std::vector<ChoiceRun> runs;            // prompt-major: runs[p * candidates + i]
   ToolCallFormat tool_format = ToolCallFormat::none;  // chat with tools: how the model writes calls
+  ToolChoice tool_choice = ToolChoice::automatic;     // required / named: the reply is the calls' JSON
+  std::string tool_name;                              // named: the function
   Clock::time_point t0;
   bool started = false;
   bool ended = false;
@@ -286,6 +289,21 @@ json tool_calls_json(const std::vector<ParsedToolCall>& calls) {
                    {"type", "function"},
                    {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
   return out;
+}
+
+// The calls a forced tool_choice's constrained reply makes: named, the reply is the
+// function's arguments; required, a JSON array of {"name", "parameters"}. Empty when the reply
+// is not that (cut off by max_tokens): the client then gets it as content.
+std::vector<ParsedToolCall> forced_tool_calls(ToolChoice choice, const std::string& name, const std::string& text) {
+  if (choice == ToolChoice::named) return {ParsedToolCall{name, text}};
+  std::vector<ParsedToolCall> calls;
+  const nlohmann::ordered_json arr = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (!arr.is_array()) return calls;
+  for (const auto& c : arr) {
+    if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("parameters")) return {};
+    calls.push_back(ParsedToolCall{c["name"].get<std::string>(), c["parameters"].dump()});
+  }
+  return calls;
 }
 
 }  // namespace
@@ -495,7 +513,9 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     job->n = ar.n;
     job->candidates = std::max(ar.n, ar.best_of);
     job->t0 = t0;
-    if (job->chat && !ar.tools.is_undefined())
+    job->tool_choice = ar.tool_choice;
+    job->tool_name = ar.tool_choice_name;
+    if (job->chat && !ar.tools.is_undefined() && ar.tool_choice == ToolChoice::automatic)
       job->tool_format = tool_call_format_for(eng.tokenizer().chat_template());
     const size_t n_prompts = job->chat ? 1 : ar.prompts.size();
     for (size_t i = 0; i < n_prompts; ++i) {
@@ -566,7 +586,13 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
       for (const ChoiceRun* r : cands) {
         Choice c{job->echo ? job->prompt_texts[pi] + r->text : r->text, r->finish_reason, choice_logprobs(*job, *r),
                  nullptr};
-        if (job->tool_format != ToolCallFormat::none) {
+        if (job->tool_choice != ToolChoice::automatic) {
+          const std::vector<ParsedToolCall> calls = forced_tool_calls(job->tool_choice, job->tool_name, c.text);
+          if (!calls.empty()) {
+            c.text.clear();
+            c.tool_calls = tool_calls_json(calls);
+          }
+        } else if (job->tool_format != ToolCallFormat::none) {
           ToolOutput t = parse_tool_output(c.text, job->tool_format);
           if (!t.calls.empty()) {
             c.text = std::move(t.content);
@@ -662,18 +688,46 @@ void Server::Impl::stream(httplib::Response& res, std::shared_ptr<Job> job, cons
           }
           out += chunk(r, int(i), j.prompt_texts[r.prompt], "", es);
         }
-        if (j.tool_format != ToolCallFormat::none) {
-          // NOTE: with tools the text is held to the end, then sent as its content and calls
-          // (one delta each): a call is only known to be one once its JSON closes.
+        const bool ok_end = fin && r.finish_reason != "error" && r.finish_reason != "cancelled";
+        if (j.tool_choice == ToolChoice::named) {
+          // The reply is the arguments: streamed as OpenAI streams a call, the id and name
+          // first, then the arguments in fragments.
+          if (!r.call_opened && (!text.empty() || ok_end)) {
+            r.call_opened = true;
+            json call = tool_calls_json({ParsedToolCall{j.tool_name, ""}});
+            call[0]["index"] = 0;
+            out += sse_event(chat_chunk(j.meta, {{"tool_calls", call}}, "", j.include_usage, int(i), nullptr));
+          }
+          if (!text.empty()) {
+            const json frag = json::array({{{"index", 0}, {"function", {{"arguments", text}}}}});
+            out += sse_event(chat_chunk(j.meta, {{"tool_calls", frag}}, "", j.include_usage, int(i),
+                                        lp_json(r, pending(r))));
+            text.clear();
+          }
+          if (ok_end && r.finish_reason == "stop") r.finish_reason = "tool_calls";
+        } else if (j.tool_choice == ToolChoice::required || j.tool_format != ToolCallFormat::none) {
+          // NOTE: content streams until a call marker may have begun; from there the text is
+          // held to the end, then sent as its content and calls (one delta each): a call is
+          // only known to be one once its JSON closes. required: all of it is the calls' JSON.
           r.held += text;
           text.clear();
+          if (j.tool_choice == ToolChoice::automatic) {
+            const size_t n = tool_text_releasable(r.held, j.tool_format);
+            text = r.held.substr(0, n);
+            r.held.erase(0, n);
+          }
         }
         if (!text.empty()) {
           out += chunk(r, int(i), text, "", pending(r));
         }
-        if (fin && j.tool_format != ToolCallFormat::none && r.finish_reason != "error" &&
-            r.finish_reason != "cancelled") {
-          ToolOutput t = parse_tool_output(r.held, j.tool_format);
+        if (ok_end && (j.tool_choice == ToolChoice::required || j.tool_format != ToolCallFormat::none)) {
+          ToolOutput t;
+          if (j.tool_choice == ToolChoice::required) {
+            t.calls = forced_tool_calls(j.tool_choice, j.tool_name, r.held);
+            if (t.calls.empty()) t.content = r.held;
+          } else {
+            t = parse_tool_output(r.held, j.tool_format);
+          }
           if (!t.content.empty()) out += chunk(r, int(i), t.content, "", pending(r));
           if (!t.calls.empty()) {
             json calls = tool_calls_json(t.calls);

@@ -164,4 +164,26 @@ ToolOutput parse_tool_output(std::string_view text, ToolCallFormat f) {
   return ToolOutput{std::string(text), {}};
 }
 
+size_t tool_text_releasable(std::string_view text, ToolCallFormat f) {
+  std::string_view marker;
+  switch (f) {
+    case ToolCallFormat::none: return text.size();
+    case ToolCallFormat::hermes: marker = "<tool_call>"; break;
+    case ToolCallFormat::mistral: marker = "[TOOL_CALLS]"; break;
+    case ToolCallFormat::llama3: {
+      static constexpr std::string_view kTag = "<|python_tag|>";
+      const size_t b = text.find_first_not_of(" \t\r\n");
+      if (b == std::string_view::npos) return 0;  // blank so far: a call may follow
+      const std::string_view head = text.substr(b);
+      const bool may_be_tag = head.substr(0, kTag.size()) == kTag.substr(0, std::min(head.size(), kTag.size()));
+      return head.front() == '{' || may_be_tag ? 0 : text.size();
+    }
+  }
+  const size_t at = text.find(marker);
+  if (at != std::string_view::npos) return at;
+  for (size_t k = std::min(marker.size() - 1, text.size()); k > 0; --k)
+    if (text.substr(text.size() - k) == marker.substr(0, k)) return text.size() - k;
+  return text.size();
+}
+
 }  // namespace ninfer::server

@@ -35,4 +35,10 @@ struct ToolOutput {
 // sees what the model wrote rather than a call it did not make.
 ToolOutput parse_tool_output(std::string_view text, ToolCallFormat f);
 
+// Streaming: how many leading bytes of the reply so far may go to the client as content now —
+// everything before the first call marker, less a tail that may be the start of one. llama3
+// calls open the reply: one whose first non-blank bytes are '{' or the python tag (or could
+// still become it) releases nothing. The rest is held, and parsed when the reply ends.
+size_t tool_text_releasable(std::string_view text, ToolCallFormat f);
+
 }  // namespace ninfer::server

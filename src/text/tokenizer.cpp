@@ -372,6 +372,12 @@ std::string Tokenizer::token_text(int32_t id) const {
 
 bool Tokenizer::is_special(int32_t id) const { return impl_->valid(id) && impl_->special[id]; }
 const std::string& Tokenizer::chat_template() const { return impl_->chat_template; }
+
+Tokenizer Tokenizer::with_chat_template(std::string chat_template) const {
+  auto impl = std::make_shared<Impl>(*impl_);
+  impl->chat_template = std::move(chat_template);
+  return Tokenizer(std::move(impl));
+}
 std::string Tokenizer::bos_token() const { return impl_->bos_token; }
 std::string Tokenizer::eos_token() const { return impl_->eos_token; }
 

@@ -69,6 +69,8 @@ class Tokenizer {
   std::string token_text(int32_t id) const;  // the vocabulary string ("Ġthe"), "" if unknown
   bool is_special(int32_t id) const;
   const std::string& chat_template() const;  // "" if none
+  // The same tokenizer with another chat template (--chat-template FILE).
+  Tokenizer with_chat_template(std::string chat_template) const;
   std::string bos_token() const;             // "" if none
   std::string eos_token() const;             // "" if none
 

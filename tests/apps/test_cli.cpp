@@ -169,6 +169,23 @@ TEST(Cli, GenerationConfigDefaultsAndThinkingFlag) {
   for (const fs::path& p : {sampled, bad}) fs::remove_all(p);
 }
 
+// --chat-template FILE replaces the model's template: Qwen3's real one reads enable_thinking,
+// which the reference model's own template refuses; a missing or empty file is an error naming it.
+TEST(Cli, ChatTemplateFlagReplacesTheModelsTemplate) {
+  NINFER_REQUIRE_MODEL("ref-qwen3-d256");
+  const std::string m = test::model_dir("ref-qwen3-d256").string();
+  const fs::path qwen3 = test::test_data_dir() / "chat_templates" / "real" / "qwen3.jinja";
+  std::string out;
+  ASSERT_EQ(test::run_command(ninfer_cmd("run -m " + m + " --chat -p hi -n 1 --temp 0 --no-enable-thinking --chat-template " +
+                                         qwen3.string() + " 2>&1"), &out), 0) << out;
+  expect_cli_error("run -m " + m + " --chat -p hi --no-enable-thinking", "does not read enable_thinking");
+  expect_cli_error("run -m " + m + " --chat -p hi --chat-template /nonexistent/t.jinja", "--chat-template: cannot read '/nonexistent/t.jinja'");
+  const fs::path empty = fs::temp_directory_path() / "ninfer_empty_template.jinja";
+  std::ofstream(empty).close();
+  expect_cli_error("run -m " + m + " --chat -p hi --chat-template " + empty.string(), "is empty");
+  fs::remove(empty);
+}
+
 TEST(Cli, KvPlanPrintsHandComputedCapacity) {
   // kv-plan reads only config.json: put the Llama-3-8B fixture into a directory.
   fs::path d = fs::temp_directory_path() / ("ninfer_plan_" + std::to_string(::getpid()));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "server/metrics.h"
+#include "server/json_schema.h"
 #include "server/openai_api.h"
 
 namespace ninfer::server {
@@ -171,7 +172,6 @@ TEST(OpenAiApi, UnsupportedOnlyAtNonDefaultValues) {
     const char* param;
   } cases[] = {
       {{{"functions", {{{"name", "f"}}}}}, "functions"},
-      {{{"tool_choice", "required"}}, "tool_choice"},
   };
   for (const Case& c : cases) {
     ApiError e = chat_error(chat(c.extra));
@@ -342,6 +342,42 @@ TEST(OpenAiApi, ToolsToolCallsAndTemplateKwargs) {
   EXPECT_TRUE(parse_chat_request(chat({{"tools", json::array()}})).tools.is_undefined());
 }
 
+// tool_choice required / named compile a grammar: named matches the function's arguments
+// only; required an array of {"name": one of the tools, "parameters": its arguments}.
+TEST(OpenAiApi, ForcedToolChoiceConstrainsTheReply) {
+  const json user = {{"role", "user"}, {"content", "x"}};
+  const json tools = json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}},
+    {"type": "function", "function": {"name": "get_time"}}])");
+  json body = {{"messages", {user}}, {"tools", tools},
+               {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}};
+  ApiRequest named = parse_chat_request(body);
+  EXPECT_EQ(named.tool_choice, ToolChoice::named);
+  EXPECT_EQ(named.tool_choice_name, "get_weather");
+  EXPECT_FALSE(named.tools.is_undefined()) << "the template still sees the tools";
+  ASSERT_TRUE(named.grammar);
+  auto matches = [](const std::shared_ptr<const JsonGrammar>& g, std::string_view text) {
+    JsonMatcher m(g);
+    return m.feed(text) && m.accepting();
+  };
+  EXPECT_TRUE(matches(named.grammar, R"({"city":"Oslo"})"));
+  EXPECT_FALSE(matches(named.grammar, R"({"town":"Oslo"})"));
+  EXPECT_FALSE(matches(named.grammar, R"([{"name":"get_weather","parameters":{"city":"Oslo"}}])"));
+  body["tool_choice"] = "required";
+  ApiRequest req = parse_chat_request(body);
+  EXPECT_EQ(req.tool_choice, ToolChoice::required);
+  ASSERT_TRUE(req.grammar);
+  EXPECT_TRUE(matches(req.grammar, R"([{"name":"get_weather","parameters":{"city":"Oslo"}}])"));
+  EXPECT_TRUE(matches(req.grammar, R"([{"name":"get_time","parameters":{}},{"name":"get_weather","parameters":{"city":"a"}}])"));
+  EXPECT_FALSE(matches(req.grammar, "[]")) << "at least one call";
+  EXPECT_FALSE(matches(req.grammar, R"([{"name":"get_date","parameters":{}}])")) << "not a tool";
+  EXPECT_FALSE(matches(req.grammar, R"([{"name":"get_weather","parameters":{}}])")) << "city is required";
+  body["tool_choice"] = "auto";
+  EXPECT_FALSE(parse_chat_request(body).grammar);
+  EXPECT_EQ(parse_chat_request(body).tool_choice, ToolChoice::automatic);
+}
+
 TEST(OpenAiApi, ToolFieldErrorsNameTheField) {
   json call = {{"role", "assistant"}, {"content", nullptr},
                {"tool_calls", {{{"id", "a"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{not json"}}}}}}};
@@ -363,7 +399,24 @@ TEST(OpenAiApi, ToolFieldErrorsNameTheField) {
       {{{"messages", {user}}, {"tools", "f"}}, "tools"},
       {{{"messages", {user}}, {"chat_template_kwargs", "x"}}, "chat_template_kwargs"},
       {{{"messages", {user}}, {"chat_template_kwargs", {{"messages", json::array()}}}}, "chat_template_kwargs.messages"},
-      {{{"messages", {user}}, {"tool_choice", "required"}}, "tool_choice"},
+      {{{"messages", {user}}, {"tool_choice", "required"}}, "tool_choice"},  // no tools
+      {{{"messages", {user}}, {"tool_choice", "sometimes"}}, "tool_choice"},
+      {{{"messages", {user}}, {"tool_choice", 3}}, "tool_choice"},
+      {{{"messages", {user}}, {"tool_choice", {{"type", "function"}}}}, "tool_choice.function"},
+      {{{"messages", {user}}, {"tool_choice", {{"type", "x"}, {"function", {{"name", "f"}}}}}}, "tool_choice.type"},
+      {{{"messages", {user}},
+        {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
+        {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}},
+       "tool_choice.function.name"},
+      {{{"messages", {user}},
+        {"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}, {"properties", {{"a", {{"type", "string"}, {"format", "email"}}}}}}}}}}}},
+        {"tool_choice", "required"}},
+       "tools[0].function.parameters.properties.a.format"},
+      {{{"messages", {user}},
+        {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
+        {"tool_choice", "required"},
+        {"response_format", {{"type", "json_object"}}}},
+       "response_format"},
   };
   for (const Case& c : cases) {
     ApiError e = chat_error(c.body);

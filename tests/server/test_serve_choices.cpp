@@ -550,6 +550,51 @@ TEST_F(ServeChoices, StructuredOutputThroughTheNodeSdk) {
   EXPECT_EQ(j["unsupported"]["code"], "unsupported_parameter") << out;
 }
 
+TEST_F(ServeChoices, ToolCallsThroughTheNodeSdk) {
+  const std::filesystem::path dir = NINFER_SERVER_TEST_DIR;
+  if (!std::filesystem::exists(dir / "node_modules" / "openai" / "package.json") ||
+      !std::filesystem::exists(dir / "node_modules" / "ajv" / "package.json"))
+    GTEST_SKIP() << "the openai and ajv npm packages are not installed: run `npm install` in " << dir;
+  if (run_command("node --version", nullptr) != 0) GTEST_SKIP() << "node is not installed";
+  // The reference model's own template renders no tools: Qwen3's real one stands in
+  // (--chat-template), as a fine-tune with tool support would ship it.
+  std::string err;
+  std::unique_ptr<ServerProcess> tools_server = ServerProcess::start(
+      {"--max-context", "2048", "--chat-template", (test_data_dir() / "chat_templates" / "real" / "qwen3.jinja").string()},
+      &err);
+  ASSERT_TRUE(tools_server) << err;
+  std::string out;
+  const std::string cmd = "node " + shell_quote((dir / "openai_sdk_tools.mjs").string()) + " http://127.0.0.1:" +
+                          std::to_string(tools_server->port()) + "/v1 2>&1";
+  ASSERT_EQ(run_command(cmd, &out), 0) << out;
+  json j = json::parse(out.substr(out.rfind("\n{") == std::string::npos ? 0 : out.rfind("\n{") + 1), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  ASSERT_EQ(j["runs"].size(), 4u) << out;
+  for (const json& r : j["runs"]) {
+    SCOPED_TRACE(r.dump());
+    ASSERT_GE(r["calls"].size(), 1u);
+    EXPECT_EQ(r["finish"], "tool_calls");
+    EXPECT_TRUE(r["content"].is_null() || r["content"] == "");
+    for (const json& c : r["calls"]) {
+      EXPECT_TRUE(c["valid"].get<bool>());
+      EXPECT_EQ(c["type"], "function");
+      EXPECT_EQ(c["id"].get<std::string>().rfind("call_", 0), 0u);
+    }
+    if (r["label"].get<std::string>().rfind("named", 0) == 0) {
+      EXPECT_EQ(r["calls"].size(), 1u);
+      EXPECT_EQ(r["calls"][0]["name"], "get_weather");
+    }
+  }
+  EXPECT_GE(j["named_stream_fragments"].get<int>(), 2) << "arguments stream in fragments";
+  // The round trip: the call and its result are in the second prompt.
+  EXPECT_GT(j["round_trip"]["prompt_tokens"].get<int>(), j["round_trip"]["first_prompt_tokens"].get<int>() + 8);
+  EXPECT_TRUE(j["round_trip"]["finish"] == "stop" || j["round_trip"]["finish"] == "length" ||
+              j["round_trip"]["finish"] == "tool_calls") << j["round_trip"].dump();
+  EXPECT_EQ(j["unknown"]["status"], 400) << out;
+  EXPECT_EQ(j["unknown"]["param"], "tool_choice.function.name") << out;
+  stop_server(tools_server);
+}
+
 TEST_F(ServeChoices, TokenizeAndDetokenize) {
   const std::string text = "Once upon a time, there was a dog.";
   Reply t = client().post("/tokenize", json{{"prompt", text}, {"return_token_strs", true}});

@@ -100,5 +100,30 @@ TEST(ToolCalls, MistralArrayAndArgsForms) {
   EXPECT_TRUE(broken.calls.empty());
 }
 
+// Streaming releases content up to where a call may begin; the rest waits for the end.
+TEST(ToolCalls, StreamingReleasesTextBeforeAMarker) {
+  using F = ToolCallFormat;
+  EXPECT_EQ(tool_text_releasable("The answer is 4.", F::hermes), 16u);
+  EXPECT_EQ(tool_text_releasable("Let me check.\n<tool_call>\n{\"na", F::hermes), 14u);
+  EXPECT_EQ(tool_text_releasable("Let me check.\n<tool_", F::hermes), 14u) << "a tail that may open a call";
+  EXPECT_EQ(tool_text_releasable("a < b", F::hermes), 5u);
+  EXPECT_EQ(tool_text_releasable("a <", F::hermes), 2u);
+  EXPECT_EQ(tool_text_releasable("x [TOOL_CALLS][{", F::mistral), 2u);
+  EXPECT_EQ(tool_text_releasable("x [TOOL", F::mistral), 2u);
+  EXPECT_EQ(tool_text_releasable("  {\"name\"", F::llama3), 0u);
+  EXPECT_EQ(tool_text_releasable("<|python", F::llama3), 0u);
+  EXPECT_EQ(tool_text_releasable("   ", F::llama3), 0u);
+  EXPECT_EQ(tool_text_releasable("It is sunny.", F::llama3), 12u);
+  EXPECT_EQ(tool_text_releasable("<b>bold</b>", F::llama3), 11u);
+  EXPECT_EQ(tool_text_releasable("<tool_call>", F::none), 11u);
+  // What is released plus the parse of what is held gives the whole reply's parse.
+  const std::string reply = "Checking.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+  const size_t n = tool_text_releasable(reply, F::hermes);
+  ToolOutput held = parse_tool_output(std::string_view(reply).substr(n), F::hermes);
+  ASSERT_EQ(held.calls.size(), 1u);
+  EXPECT_EQ(reply.substr(0, n), "Checking.\n");
+  EXPECT_EQ(held.content, "");
+}
+
 }  // namespace
 }  // namespace ninfer::server
