@@ -175,6 +175,13 @@ class CudaBackend final : public Backend, private LayerOps {
     NINFER_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_.as<void>(), cublas_ws_.bytes()));
     NINFER_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
     if (c_.n_experts > 256) fail("{}: the CUDA backend routes at most 256 experts, the model has {}", model.dir.string(), c_.n_experts);
+    // NOTE: quantised weights (model/weight_format.h) have no GPU kernels yet: refused here,
+    // where the weights arrive, naming the tensor and its format (issue 27).
+    std::string qfmt;
+    const std::string qname = first_quantised_tensor(model, &qfmt);
+    if (!qname.empty())
+      fail("{}: the CUDA backend has no kernels for quantised weights yet: tensor '{}' is held as {} (use --device cpu)",
+           model.dir.string(), qname, qfmt);
     upload_weights(model);
     ensure_tokens(512, 16);
   }
@@ -333,6 +340,7 @@ class CudaBackend final : public Backend, private LayerOps {
     std::vector<uint16_t> all;
     all.reserve(size_t(p.out() * p.in));
     for (const ProjWeights::Part& part : p.parts) {
+      NINFER_CHECK(part.w.t != nullptr, "quantised tensor '{}' reached the CUDA upload", part.w.q ? part.w.q->name : "?");
       std::vector<uint16_t> b = to_bf16(part.w);
       const size_t off = size_t(part.row0 * p.in), n = size_t(part.rows * p.in);
       all.insert(all.end(), b.begin() + off, b.begin() + off + n);
