@@ -174,6 +174,7 @@ void parse_gptq(const ConfigReader& r, QuantConfig& q) {
   q.format = WeightFormatId::Int4;
   q.group = parse_group(r);
   q.desc_act = r.get_bool_or("desc_act", false);
+  if (r.get_bool_or("lm_head", false)) r.bad("lm_head", "= true (a quantised lm_head) is not supported");
   const char* k = r.has("checkpoint_format") ? "checkpoint_format" : "format";
   const std::string f = r.get_str_or(k, "gptq");
   if (f == "gptq") {

@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
 #include "kv/format.h"
 #include "kv/page_table.h"
+#include "model/config.h"
 #include "model/model.h"
 #include "quant_test_util.h"
 #include "test_paths.h"
@@ -175,6 +177,36 @@ TEST(QuantLogits, WeightsAtLoadCloseToDense) {
     EXPECT_LT(kl[WeightFormatId::Fp8], kl[WeightFormatId::Int4]) << dir;
   }
   fs::remove_all(root);
+}
+
+// The reference model (../shared): --weights fp8 / int8 / int4 against its bf16 weights on
+// golden.json's prompts (all positions), KL and max |diff| printed. Bounds ~3x the KL measured
+// on 16 windows of sotu_dev (perplexity --kl-ref-weights bf16: fp8 0.0062, int8 0.00054, int4
+// 0.089; README).
+TEST(QuantLogits, ReferenceModelWeightsAtLoad) {
+  NINFER_REQUIRE_MODEL("ref-qwen3-d256");
+  const fs::path dir = test::model_dir("ref-qwen3-d256");
+  const nlohmann::json g = nlohmann::json::parse(read_file(dir / "golden.json"));
+  auto dense = load_model(dir);
+  const double kl_bound[3] = {0.02, 0.002, 0.3};
+  for (const WeightFormat* f : weight_formats()) {
+    auto q = load_model(dir, 0, f);
+    Compare all;
+    size_t n = 0;
+    for (const auto& p : g["prompts"]) {
+      const std::vector<int32_t> ids = p["ids"].get<std::vector<int32_t>>();
+      const Compare c = compare(prompt_logits(*dense, ids), prompt_logits(*q, ids), dense->config.vocab);
+      all.max_diff = std::max(all.max_diff, c.max_diff);
+      all.max_ref = std::max(all.max_ref, c.max_ref);
+      all.kl += c.kl * double(ids.size());
+      n += ids.size();
+    }
+    all.kl /= double(n);
+    std::printf("[ --weights ] ref-qwen3-d256 %-5s KL %.4g, max |diff| %.3g of logit range %.3g, weights %.2f MiB (bf16 %.2f)\n",
+                f->option, all.kl, all.max_diff, all.max_ref, double(q->weight_bytes) / 1048576.0,
+                double(dense->weight_bytes) / 1048576.0);
+    EXPECT_LT(all.kl, kl_bound[size_t(f->id)]) << f->option;
+  }
 }
 
 }  // namespace

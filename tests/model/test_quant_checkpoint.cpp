@@ -152,6 +152,8 @@ TEST(QuantCheckpoint, RefusedMethodsAndFields) {
             std::string::npos);
   EXPECT_NE(cfg_err(R"({"quant_method": "gptq", "bits": 4, "group_size": 128, "checkpoint_format": "marlin"})").find("checkpoint_format' 'marlin'"),
             std::string::npos);
+  EXPECT_NE(cfg_err(R"({"quant_method": "gptq", "bits": 4, "group_size": 128, "lm_head": true})").find("'quantization_config.lm_head' = true"),
+            std::string::npos);
   EXPECT_NE(cfg_err(R"({"quant_method": "fp8", "fmt": "e5m2"})").find("'quantization_config.fmt' 'e5m2'"), std::string::npos);
   EXPECT_NE(cfg_err(R"({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {}})").find("'quantization_config.format' 'pack-quantized'"),
             std::string::npos);
