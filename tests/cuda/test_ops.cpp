@@ -4,6 +4,7 @@
 // + 1e-6. Split outputs (hi + lo) carry ~16 significant bits: <= 2^-15 |cpu| + 1e-6. fp32
 // outputs (q/k norm + rope) differ by reassociation and FMA contraction only: <= 1e-5 * max|x|.
 #include <cmath>
+#include <tuple>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/ops.h"
@@ -181,7 +182,7 @@ namespace {
 TEST(CudaOps, GemvMatchesCpuMatmul) {
   NINFER_REQUIRE_GPU();
   for (int rows : {1, 3, 8}) {
-    for (auto [n, k] : {std::pair{37, 64}, std::pair{1000, 4096}, std::pair{129, 14336}}) {
+    for (auto [n, k] : {std::pair{37, 64}, std::pair{203, 768}, std::pair{1000, 4096}, std::pair{129, 14336}}) {
       const uint32_t seed = uint32_t(rows * 100003 + n * 31 + k);
       SCOPED_TRACE(::testing::Message() << "rows " << rows << " n " << n << " k " << k << " seed " << seed);
       std::vector<float> wf = test::random_floats(size_t(n) * k, seed), xf = test::random_floats(size_t(rows) * k, seed + 1);
@@ -213,6 +214,47 @@ TEST(CudaOps, GemvMatchesCpuMatmul) {
             ASSERT_NEAR(got[idx], want, 1e-5 * mag + 1e-6) << "row " << t << " col " << j << (acc ? " (accumulate)" : "");
           }
       }
+    }
+  }
+}
+
+// The decode MoE path: gathered gate/up rows (x row r / K), then gathered down rows (x row r),
+// against fp64 sums over the same bf16 values. Experts repeat across tokens and the last
+// expert is chosen, so a wrong expert stride or token offset shows; n is not a multiple of the
+// rows a block owns, and k = 768 (Qwen3-MoE's expert width) splits k across warps.
+TEST(CudaOps, GatheredGemvMatchesFp64) {
+  NINFER_REQUIRE_GPU();
+  const int E = 6, K = 3;
+  for (auto [T, n, k] : {std::tuple{1, 136, 72}, std::tuple{2, 203, 768}, std::tuple{5, 40, 2048}}) {
+    const uint32_t seed = uint32_t(7919 * T + n);
+    SCOPED_TRACE(::testing::Message() << "tokens " << T << " n " << n << " k " << k << " seed " << seed);
+    std::vector<float> w = test::random_floats(size_t(E) * n * k, seed), x = test::random_floats(size_t(T) * K * k, seed + 1);
+    std::vector<uint16_t> wb(w.size()), xb(x.size());
+    for (size_t i = 0; i < w.size(); ++i) w[i] = test::bf16f(wb[i] = f32_to_bf16(w[i]));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = test::bf16f(xb[i] = f32_to_bf16(x[i]));
+    std::vector<int32_t> ids(size_t(T) * K);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 5 + 1) % E);  // 1, 0, 5, 4, ...
+    DevBuf<uint16_t> dw, dx;
+    DevBuf<int32_t> dids;
+    dw.upload(wb);
+    dx.upload(xb);
+    dids.upload(ids);
+    for (int x_div : {K, 1}) {
+      DevBuf<float> dy;
+      dy.upload(std::vector<float>(size_t(T) * K * n, NAN));
+      cuda::launch_gemv_gathered_bf16(dw.get(), size_t(n) * k, dids.get(), dx.get(), x_div, dy.get(), T * K, n, k,
+                                      nullptr);
+      const std::vector<float> got = dy.download();
+      for (int r = 0; r < T * K; ++r)
+        for (int j = 0; j < n; ++j) {
+          double want = 0, mag = 0;
+          for (int i = 0; i < k; ++i) {
+            const double p = double(w[(size_t(ids[size_t(r)]) * n + j) * k + i]) * x[size_t(r / x_div) * k + i];
+            want += p;
+            mag += std::fabs(p);
+          }
+          ASSERT_NEAR(got[size_t(r) * n + j], want, 1e-5 * mag + 1e-6) << "x_div " << x_div << " row " << r << " col " << j;
+        }
     }
   }
 }

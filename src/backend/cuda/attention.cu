@@ -27,6 +27,7 @@
 #include "backend/cuda/attention.h"
 #include "backend/cuda/attention_prefill_sm90.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ops.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/e8p_alu.h"
 #include "backend/cuda/e8p_tables.h"
@@ -896,21 +897,6 @@ bool q_early_enabled() {
 // (int8, int4, rk4v4-e8, rk2v4-e8) and 16 for bf16 and decode_lowbit_kernel (the minifloat kinds).
 int decode_work_rows(CacheKind k) {
   return k == CacheKind::Bf16 || cache_lowbit(k) ? 16 : kCompRows;
-}
-
-// Programmatic dependent launches (Hopper PDL) of merge_kernel and decode_comp_kernel: the
-// kernel's CTAs may be scheduled while its predecessor in the stream finishes and wait for it
-// (griddepcontrol.wait) before they read anything the predecessor may write, instead of
-// starting after it has drained. NINFER_CUDA_PDL=0 launches them plainly (A/B).
-bool pdl_launches() {
-  static const bool v = [] {
-    const bool on = env_switch("NINFER_CUDA_PDL");
-    int dev = 0, major = 0;
-    NINFER_CUDA_CHECK(cudaGetDevice(&dev));
-    NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    return on && major >= 9;  // PDL is Hopper's (sm_90); the kernels' waits are no-ops before it
-  }();
-  return v;
 }
 
 // Launches kernel(kp) on grid x kThreads with dyn bytes of dynamic shared memory, as a

@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/ops.h"
+#include "core/env.h"
 
 namespace ninfer::cuda {
 namespace {
@@ -63,6 +64,7 @@ __global__ void to_bf16_kernel(const float* x, uint16_t* out, size_t n, bool spl
 __global__ void rmsnorm_kernel(const float* x, const int32_t* rows, const float* weight, uint16_t* out,
                                int n_rows, int dim, float eps, bool split) {
   const int r = blockIdx.x;
+  pdl_launch_dependents();  // the next gemv may be scheduled early (it waits for us)
   const float* xr = x + size_t(rows ? rows[r] : r) * dim;
   double ss = 0;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += double(xr[i]) * xr[i];
@@ -123,6 +125,7 @@ __global__ void qk_norm_rope_kernel(float* qkv, int ld, int n_tokens, int n_head
 }
 
 __global__ void gated_act_kernel(const float* gu, uint16_t* out, int n_tokens, int ffn, int act, bool split) {
+  pdl_launch_dependents();  // the next gemv may be scheduled early (it waits for us)
   const size_t n = size_t(n_tokens) * ffn;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const size_t t = i / ffn, j = i % ffn;
@@ -147,37 +150,64 @@ __global__ void logits_post_kernel(float* y, size_t n, float scale, float cap) {
   }
 }
 
-// One thread per token: softmax over the E router logits (fp32, as the CPU: exp(l - max) / sum in
-// double), the top k by probability (ties to the lower expert, as the CPU's stable sort),
-// renormalised when norm.
+// One warp per token (a thread per token serialised ~1,000 exps and double divisions, tens of
+// microseconds per layer at batch 1): softmax over the E router logits (fp32 exp(l - max), the
+// sum in double as the CPU's), then k rounds of a warp argmax by probability, ties to the lower
+// expert (the CPU's stable sort), renormalised when norm. Lane i holds experts i, i + 32, ...
+constexpr int kRouteMaxExperts = 256, kRoutePerLane = kRouteMaxExperts / 32;
 __global__ void moe_route_kernel(const float* logits, int n_tokens, int n_experts, int k, bool norm, int32_t* ids,
                                  float* w) {
-  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  pdl_launch_dependents();  // the next gemv may be scheduled early (it waits for us)
+  const int lane = threadIdx.x % 32, t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (t >= n_tokens) return;
   const float* lg = logits + size_t(t) * n_experts;
+  float p[kRoutePerLane];
   float mx = -INFINITY;
-  for (int e = 0; e < n_experts; ++e) mx = fmaxf(mx, lg[e]);
+#pragma unroll
+  for (int i = 0; i < kRoutePerLane; ++i) {
+    const int e = lane + 32 * i;
+    p[i] = e < n_experts ? lg[e] : -INFINITY;
+    mx = fmaxf(mx, p[i]);
+  }
+  mx = warp_max(mx);
   double sum = 0;
-  for (int e = 0; e < n_experts; ++e) sum += double(expf(lg[e] - mx));
+#pragma unroll
+  for (int i = 0; i < kRoutePerLane; ++i) {
+    p[i] = lane + 32 * i < n_experts ? expf(p[i] - mx) : 0.0f;
+    sum += double(p[i]);
+  }
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  // Probabilities are >= 0; -1 marks a slot past the experts, -2 one already taken.
+#pragma unroll
+  for (int i = 0; i < kRoutePerLane; ++i) p[i] = lane + 32 * i < n_experts ? float(double(p[i]) / sum) : -1.0f;
   float top = 0;
-  uint64_t taken[4] = {0, 0, 0, 0};  // up to 256 experts
   for (int j = 0; j < k; ++j) {
-    int best = -1;
-    float bp = -1.0f;
-    for (int e = 0; e < n_experts; ++e) {
-      if (taken[e / 64] >> (e % 64) & 1) continue;
-      const float p = float(double(expf(lg[e] - mx)) / sum);
-      if (p > bp) {
-        bp = p;
-        best = e;
+    float bp = -3.0f;
+    int be = 0;
+#pragma unroll
+    for (int i = 0; i < kRoutePerLane; ++i)
+      if (p[i] > bp) {
+        bp = p[i];
+        be = lane + 32 * i;
+      }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float op = __shfl_xor_sync(0xffffffffu, bp, o);
+      const int oe = __shfl_xor_sync(0xffffffffu, be, o);
+      if (op > bp || (op == bp && oe < be)) {
+        bp = op;
+        be = oe;
       }
     }
-    taken[best / 64] |= uint64_t(1) << (best % 64);
-    ids[size_t(t) * k + j] = best;
-    w[size_t(t) * k + j] = bp;
+#pragma unroll
+    for (int i = 0; i < kRoutePerLane; ++i)
+      if (lane + 32 * i == be) p[i] = -2.0f;
+    if (lane == 0) {
+      ids[size_t(t) * k + j] = be;
+      w[size_t(t) * k + j] = bp;
+    }
     top += bp;
   }
-  if (norm)
+  if (norm && lane == 0)
     for (int j = 0; j < k; ++j) w[size_t(t) * k + j] /= top;
 }
 
@@ -226,6 +256,17 @@ int grid_for(size_t n, int threads) {
 }
 
 }  // namespace
+
+bool pdl_launches() {
+  static const bool v = [] {
+    const bool on = env_switch("NINFER_CUDA_PDL");
+    int dev = 0, major = 0;
+    NINFER_CUDA_CHECK(cudaGetDevice(&dev));
+    NINFER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    return on && major >= 9;  // PDL is Hopper's (sm_90); the kernels' waits are no-ops before it
+  }();
+  return v;
+}
 
 void launch_embed(const int32_t* ids, const uint16_t* embed, float* x, int n_tokens, int hidden, cudaStream_t s,
                   float scale) {
@@ -278,8 +319,9 @@ void launch_logits_post(float* y, size_t n, float scale, float cap, cudaStream_t
 
 void launch_moe_route(const float* logits, int n_tokens, int n_experts, int k, bool norm, int32_t* ids, float* w,
                       cudaStream_t s) {
-  if (n_experts > 256 || k > n_experts) throw std::runtime_error("launch_moe_route: at most 256 experts, k <= experts");
-  moe_route_kernel<<<(n_tokens + 127) / 128, 128, 0, s>>>(logits, n_tokens, n_experts, k, norm, ids, w);
+  if (n_experts > kRouteMaxExperts || k > n_experts)
+    throw std::runtime_error("launch_moe_route: at most 256 experts, k <= experts");
+  moe_route_kernel<<<(n_tokens + 3) / 4, 128, 0, s>>>(logits, n_tokens, n_experts, k, norm, ids, w);
   NINFER_CUDA_LAUNCH_CHECK();
 }
 

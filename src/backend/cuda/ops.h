@@ -79,6 +79,12 @@ void launch_gemm_epilogue(const float* tmp, int halves, float* dst, const float*
 
 namespace ninfer::cuda {
 
+// Programmatic dependent launches (Hopper PDL) of the decode-path kernels (gemv, attention's
+// decode_comp_kernel and merge): a kernel's CTAs may be scheduled while its predecessor in the
+// stream finishes and wait for it (pdl_wait) before they read anything it writes, instead of
+// starting after it has drained. False before sm_90 and with NINFER_CUDA_PDL=0 (A/B).
+bool pdl_launches();
+
 // Small-batch GEMV for decode: y[t, n] = (accumulate ? y[t, n] : 0) + sum_k w[n, k] x[t, k],
 // fp32 accumulate, for n_rows <= kGemvMaxRows. Streams w once with 16-byte loads (memory
 // bound: what matters is bytes of w per second). w: [n, k] bf16; x: [n_rows, k] bf16;
