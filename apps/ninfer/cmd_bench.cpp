@@ -80,7 +80,7 @@ double median(std::vector<double> v) {
 }
 
 struct BenchCmd {
-  std::string model_dir, device = "auto", kv_dtype = "bf16";
+  std::string model_dir, device = "auto", kv_dtype = "bf16", weights = "bf16";
   int threads = 0, prompt = 512, gen = 32, depth = 0, batch = 1, repeats = 3, chunk = 2048;
   int fill_from = 0;
   int64_t max_context = 0;  // 0: what the run's own flags need (+ one page)
@@ -200,6 +200,7 @@ void run_prefix_ttft(const BenchCmd& c) {
   o.device = c.device;
   o.threads = c.threads;
   o.kv_dtype = c.kv_dtype;
+  o.weights = c.weights;
   o.random_weights_seed = c.random_weights;
   if (!c.memory_budget.empty()) o.memory_budget = int64_t(parse_bytes(c.memory_budget, "--memory-budget"));
   o.max_context = int64_t(n) + 64;
@@ -246,6 +247,7 @@ void run_prefix_ttft(const BenchCmd& c) {
            {"model", c.model_dir},
            {"backend", eng->backend().name()},
            {"kv_dtype", c.kv_dtype},
+           {"weights", c.weights},
            {"prompt", n},
            {"chunk", c.chunk},
            {"cold_ttft_seconds", cold},
@@ -286,6 +288,7 @@ void run_model(const BenchCmd& c) {
   o.device = c.device;
   o.threads = c.threads;
   o.kv_dtype = c.kv_dtype;
+  o.weights = c.weights;
   o.random_weights_seed = c.random_weights;
   if (!c.memory_budget.empty()) o.memory_budget = int64_t(parse_bytes(c.memory_budget, "--memory-budget"));
   int depth = c.depth;
@@ -324,7 +327,8 @@ void run_model(const BenchCmd& c) {
     return v;
   };
   json out{{"bench", "model"},       {"model", c.model_dir}, {"backend", eng->backend().name()},
-           {"kv_dtype", c.kv_dtype}, {"prompt", c.prompt},   {"gen", c.gen},
+           {"kv_dtype", c.kv_dtype},
+           {"weights", c.weights}, {"prompt", c.prompt},   {"gen", c.gen},
            {"depth", depth},         {"batch", c.batch},     {"chunk", c.chunk},
            {"fill_from", c.fill_from}, {"memory_budget", c.memory_budget}, {"random_weights_seed", c.random_weights},
            {"kv_capacity_tokens", eng->kv_capacity_tokens()}, {"max_context", eng->max_context()},
@@ -487,6 +491,9 @@ RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or dec
   model(app->add_option("--threads", c->threads, "CPU threads (0: all cores)")->capture_default_str());
   app->add_option("--kv-dtype", c->kv_dtype, "KV cache format (--attention: a comma-separated list)")
       ->capture_default_str();
+  model(app->add_option("--weights", c->weights,
+                        "bf16 (as stored), or quantise the projections at load: fp8, int8, int4")
+            ->capture_default_str());
   model(app->add_option("--prompt", c->prompt, "prompt tokens for the prefill measurement (0: skip)")
             ->capture_default_str());
   model(app->add_option("--gen", c->gen, "decode steps to time (0: skip)")->capture_default_str());

@@ -1,6 +1,7 @@
 // `ninfer kv-plan`: how many tokens of KV fit for a model and a memory size, per format,
 // from config.json alone (no weights loaded). Uses the engine's capacity arithmetic
-// (kv/capacity.h) with weights as bf16 on the device.
+// (kv/capacity.h) with weights as bf16 on the device, projections as the checkpoint's
+// quantised format or --weights' (their real bytes: codes, scales, zero points).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -9,12 +10,13 @@
 #include "kv/capacity.h"
 #include "kv/page_table.h"
 #include "model/config.h"
+#include "model/weight_format.h"
 
 namespace ninfer::app {
 namespace {
 
 struct PlanCmd {
-  std::string model_dir, memory, kv_dtype;
+  std::string model_dir, memory, kv_dtype, weights = "bf16";
   int64_t max_context = 0;
   int prefill_chunk = 512;
   bool json = false;
@@ -26,6 +28,8 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
   app->add_option("-m,--model", c->model_dir, "model directory (only config.json is read)")->required();
   app->add_option("--memory", c->memory, "device memory to plan for, e.g. 24GiB, 80GB")->required();
   app->add_option("--kv-dtype", c->kv_dtype, "one format (default: every format)");
+  app->add_option("--weights", c->weights, "weights as held: bf16 (as stored) or quantised at load: fp8, int8, int4")
+      ->capture_default_str();
   app->add_option("--max-context", c->max_context, "tokens of one sequence (default: max_position_embeddings)");
   app->add_flag("--json", c->json, "print a JSON array");
   app->callback([c]() {
@@ -37,15 +41,21 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
     } else {
       for (const KvFormat* f : kv_formats()) fmts.push_back(f);
     }
-    const size_t weights = device_weight_bytes(cfg);
+    const WeightFormat* at_load = parse_weights_option(c->weights);
+    if (at_load && cfg.quant)
+      fail("--weights {}: {}/config.json says the checkpoint is already quantised (quantization_config '{}')",
+           c->weights, c->model_dir, cfg.quant.name);
+    const size_t weights = device_weight_bytes(cfg, at_load);
+    const std::string weights_label =
+        at_load ? at_load->name : cfg.quant ? fmt::format("{} checkpoint", cfg.quant.name) : std::string("bf16");
     const size_t workspace = workspace_estimate(cfg, c->prefill_chunk);
     const size_t headroom = capacity_headroom(memory);
     // The table goes to stdout unless --json, which prints only the JSON array.
     FILE* out = c->json ? stderr : stdout;
-    std::fprintf(out, "model %s | %s | layers %d, kv heads %d, head_dim %d | weights %s (bf16) | workspace %s | "
+    std::fprintf(out, "model %s | %s | layers %d, kv heads %d, head_dim %d | weights %s (%s) | workspace %s | "
                 "headroom %s | memory %s\n",
                 c->model_dir.c_str(), cfg.architecture.c_str(), cfg.n_layers, cfg.n_kv_heads, cfg.head_dim,
-                format_bytes(weights).c_str(), format_bytes(workspace).c_str(), format_bytes(headroom).c_str(),
+                format_bytes(weights).c_str(), weights_label.c_str(), format_bytes(workspace).c_str(), format_bytes(headroom).c_str(),
                 format_bytes(memory).c_str());
     nlohmann::json arr = nlohmann::json::array();
     std::fprintf(out, "%-12s %14s %14s %12s %10s\n", "format", "bytes/token", "tokens", "pages", "vs bf16");
@@ -72,6 +82,7 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
       row["tokens"] = tokens;
       row["pages"] = pages;
       row["weights_bytes"] = weights;
+      row["weights"] = weights_label;
       row["workspace_bytes"] = workspace;
       row["headroom_bytes"] = headroom;
       row["memory_bytes"] = memory;
@@ -80,8 +91,8 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
     }
     if (c->json) std::printf("%s\n", arr.dump(2).c_str());
     if (weights + workspace + headroom >= memory)
-      fail("{}: the weights alone ({} as bf16) with workspace {} and headroom {} do not fit in --memory {}; no KV cache fits",
-           c->model_dir, format_bytes(weights), format_bytes(workspace), format_bytes(headroom), format_bytes(memory));
+      fail("{}: the weights alone ({} as {}) with workspace {} and headroom {} do not fit in --memory {}; no KV cache fits",
+           c->model_dir, format_bytes(weights), weights_label, format_bytes(workspace), format_bytes(headroom), format_bytes(memory));
   });
 });
 

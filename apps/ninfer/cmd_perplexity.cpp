@@ -1,7 +1,9 @@
 // `ninfer perplexity`: sliding-window NLL / perplexity over a text file with any KV format,
 // optionally against a reference format in the same process (--kl-ref) for KL divergence
 // and top-1 agreement. --kv-dtype may list several formats (comma-separated): each window's
-// reference pass is then shared by all of them, and --json prints an array.
+// reference pass is then shared by all of them, and --json prints an array. --kl-ref-weights
+// runs the reference pass in a second engine whose weights are held another way (`--weights
+// int4 --kl-ref-weights bf16`: the KL of quantised weights against the checkpoint's).
 //
 // Windows: window w covers tokens [w*stride, w*stride + ctx + 1): the first ctx tokens are
 // the input and each predicts the next. The first window scores all ctx targets; later
@@ -15,6 +17,7 @@
 #include "apps/ninfer/command.h"
 #include "core/error.h"
 #include "model/config.h"
+#include "model/weight_format.h"
 
 namespace ninfer::app {
 namespace {
@@ -26,6 +29,7 @@ struct PplCmd {
   int stride = 0;
   int max_windows = 0;
   std::string kl_ref;
+  std::string kl_ref_weights;  // reference pass with these --weights (a second engine)
   bool json = false;
 };
 
@@ -66,6 +70,9 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
   app->add_option("--stride", c->stride, "tokens between window starts (default: ctx)");
   app->add_option("--max-windows", c->max_windows, "score at most this many windows (0: all)");
   app->add_option("--kl-ref", c->kl_ref, "also run each window with this KV format and report KL, top-1 agreement");
+  app->add_option("--kl-ref-weights", c->kl_ref_weights,
+                  "run the reference pass with these --weights (bf16, fp8, int8, int4) in a second engine "
+                  "(KV format: --kl-ref, else the first --kv-dtype)");
   app->add_flag("--json", c->json, "print JSON (an object, or an array for several --kv-dtype)");
   app->callback([c]() {
     if (c->ctx < 2) fail("--ctx must be >= 2, got {}", c->ctx);
@@ -81,8 +88,22 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
     // --kl-ref or later formats re-create the pool at the same token count).
     if (o.kv_capacity == 0) o.kv_capacity = o.max_context;
     const KvFormat* ref = c->kl_ref.empty() ? nullptr : &find_kv_format(c->kl_ref, "--kl-ref");
+    if (!ref && !c->kl_ref_weights.empty()) ref = fmts[0];
     std::string text = read_file(c->file);
     auto eng = Engine::create(c->ef.model_dir, o);
+    std::unique_ptr<Engine> ref_eng;
+    if (!c->kl_ref_weights.empty()) {
+      EngineOptions ro = o;
+      ro.weights = c->kl_ref_weights;
+      try {
+        parse_weights_option(ro.weights);
+      } catch (const Error& e) {
+        fail("--kl-ref-weights: {}", e.what());
+      }
+      ro.quiet = true;
+      ref_eng = Engine::create(c->ef.model_dir, ro);
+    }
+    Engine& ref_engine = ref_eng ? *ref_eng : *eng;
     for (const KvFormat* f : fmts) f->check_head_dim(eng->config().head_dim);
     if (ref) ref->check_head_dim(eng->config().head_dim);
     std::vector<int32_t> toks = eng->tokenizer().encode(text, true);
@@ -99,16 +120,16 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
     std::vector<float> logits, ref_logits;
     std::vector<double> ref_lp;  // [scored positions][vocab] log-probs of the reference
     std::vector<int> ref_top;    // [scored positions] its argmax
-    auto run_window = [&](const KvFormat& f, std::span<const int32_t> in, std::vector<float>& out) {
-      eng->set_kv_format(f);
-      int32_t seq = eng->new_sequence();
+    auto run_window = [&](Engine& e, const KvFormat& f, std::span<const int32_t> in, std::vector<float>& out) {
+      e.set_kv_format(f);
+      int32_t seq = e.new_sequence();
       try {
-        eng->prefill(seq, in, out, true);
+        e.prefill(seq, in, out, true);
       } catch (...) {
-        eng->free_sequence(seq);
+        e.free_sequence(seq);
         throw;
       }
-      eng->free_sequence(seq);
+      e.free_sequence(seq);
     };
     auto t0 = std::chrono::steady_clock::now();
     int64_t passes = 0;
@@ -121,7 +142,7 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
       // parallel (per-thread partial sums, combined in a fixed order per thread count).
       const int n_pos = c->ctx - first;
       if (ref) {
-        run_window(*ref, in, ref_logits);
+        run_window(ref_engine, *ref, in, ref_logits);
         ++passes;
         ref_lp.resize(size_t(n_pos) * vocab);
         ref_top.resize(size_t(n_pos));
@@ -137,7 +158,7 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
         ref_nll += nll;
       }
       for (Totals& T : tot) {
-        run_window(*T.fmt, in, logits);
+        run_window(*eng, *T.fmt, in, logits);
         ++passes;
         double nll = 0, kl = 0;
         int64_t agree = 0;
@@ -177,6 +198,7 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
       nlohmann::json j = {{"model", eng->model().dir.filename().string()},
                           {"file", c->file},
                           {"kv_dtype", std::string(T.fmt->name)},
+                          {"weights", o.weights},
                           {"ctx", c->ctx},
                           {"stride", c->stride},
                           {"windows", n_windows},
@@ -185,6 +207,7 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
                           {"ppl", std::exp(mean_nll)}};
       if (ref) {
         j["kl_ref"] = std::string(ref->name);
+        if (ref_eng) j["kl_ref_weights"] = c->kl_ref_weights;
         j["kl"] = T.kl / double(n_scored);
         j["top1_agree"] = double(T.agree) / double(n_scored);
         j["ref_nll"] = ref_nll / double(n_scored);
@@ -192,10 +215,11 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
       }
       arr.push_back(j);
       if (!c->json) {
-        std::printf("kv_dtype %-11s | windows %d x %d | tokens %lld | nll %.6f | ppl %.4f", std::string(T.fmt->name).c_str(),
-                    n_windows, c->ctx, (long long)n_scored, mean_nll, std::exp(mean_nll));
+        std::printf("kv_dtype %-11s | weights %s | windows %d x %d | tokens %lld | nll %.6f | ppl %.4f",
+                    std::string(T.fmt->name).c_str(), o.weights.c_str(), n_windows, c->ctx, (long long)n_scored, mean_nll, std::exp(mean_nll));
         if (ref)
-          std::printf(" | ref %s ppl %.4f (%+.2f%%) | kl %.6f | top1 %.4f", std::string(ref->name).c_str(),
+          std::printf(" | ref %s%s%s ppl %.4f (%+.2f%%) | kl %.6f | top1 %.4f", std::string(ref->name).c_str(),
+                      ref_eng ? " weights " : "", ref_eng ? c->kl_ref_weights.c_str() : "",
                       j["ref_ppl"].get<double>(), 100.0 * (std::exp(mean_nll) / j["ref_ppl"].get<double>() - 1.0),
                       j["kl"].get<double>(), j["top1_agree"].get<double>());
         std::printf("\n");

@@ -4,6 +4,7 @@
 #include "apps/ninfer/command.h"
 #include "core/error.h"
 #include "kv/capacity.h"
+#include "model/weight_format.h"
 
 namespace ninfer::app {
 
@@ -24,6 +25,10 @@ void EngineFlags::add(CLI::App* app, bool kv_flags) {
   app->add_option("--prefill-chunk", opt.prefill_chunk, "prompt tokens per forward call")->capture_default_str();
   app->add_option("--chat-template", opt.chat_template_file,
                   "a Jinja chat template file to use instead of the model's (tokenizer_config.json)");
+  app->add_option("--weights", opt.weights,
+                  "weights in memory: bf16 (as the checkpoint stores them), or quantise a bf16 checkpoint's "
+                  "projections at load: fp8 (e4m3, per-channel scales), int8 (per channel), int4 (group 128, zero points)")
+      ->capture_default_str();
   if (kv_flags) {
     app->add_option("--kv-dtype", opt.kv_dtype, "KV cache format: " + kv_format_names_joined())
         ->capture_default_str();
@@ -42,6 +47,7 @@ EngineOptions EngineFlags::options_with_kv_dtype(const std::string& kv_dtype) co
   EngineOptions o = opt;
   o.kv_dtype = kv_dtype;
   find_kv_format(o.kv_dtype);  // unknown names list the valid ones
+  parse_weights_option(o.weights);
   if (o.threads < 0) fail("--threads must be >= 0, got {}", o.threads);
   if (o.prefill_chunk < 1) fail("--prefill-chunk must be >= 1, got {}", o.prefill_chunk);
   if (o.kv_capacity < 0) fail("--kv-capacity must be >= 0, got {}", o.kv_capacity);

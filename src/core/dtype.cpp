@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/minifloat.h"
 
 namespace ninfer {
 
@@ -15,6 +16,7 @@ size_t dtype_size(DType t) {
     case DType::U8: return 1;
     case DType::I32: return 4;
     case DType::I64: return 8;
+    case DType::F8_E4M3: return 1;
   }
   return 0;
 }
@@ -28,6 +30,7 @@ std::string_view dtype_name(DType t) {
     case DType::U8: return "U8";
     case DType::I32: return "I32";
     case DType::I64: return "I64";
+    case DType::F8_E4M3: return "F8_E4M3";
   }
   return "?";
 }
@@ -36,7 +39,7 @@ bool parse_safetensors_dtype(std::string_view s, DType* out) {
   struct Row { std::string_view name; DType t; };
   static constexpr Row rows[] = {{"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16},
                                  {"I8", DType::I8},   {"U8", DType::U8},   {"I32", DType::I32},
-                                 {"I64", DType::I64}};
+                                 {"I64", DType::I64}, {"F8_E4M3", DType::F8_E4M3}};
   for (const Row& r : rows) {
     if (r.name == s) {
       *out = r.t;
@@ -102,6 +105,11 @@ void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
     case DType::F16: {
       const uint16_t* s = static_cast<const uint16_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      return;
+    }
+    case DType::F8_E4M3: {
+      const uint8_t* s = static_cast<const uint8_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = e4m3_to_f32(s[i]);
       return;
     }
     default:

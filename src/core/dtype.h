@@ -7,7 +7,8 @@
 
 namespace ninfer {
 
-enum class DType : uint8_t { F32, F16, BF16, I8, U8, I32, I64 };
+// F8_E4M3: OCP e4m3 (core/minifloat.h), the codes of fp8 checkpoints (model/weight_format.h).
+enum class DType : uint8_t { F32, F16, BF16, I8, U8, I32, I64, F8_E4M3 };
 
 size_t dtype_size(DType t);
 std::string_view dtype_name(DType t);

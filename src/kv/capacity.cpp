@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "kv/page_table.h"
 #include "model/config.h"
+#include "model/model.h"
 
 namespace ninfer {
 
@@ -21,7 +22,10 @@ size_t workspace_estimate(const ModelConfig& c, int chunk) {
   return (size_t(256) << 20) + kPrefillScratchBytes + size_t(chunk) * per_token;
 }
 
-size_t device_weight_bytes(const ModelConfig& c) { return size_t(c.n_params()) * 2; }
+size_t device_weight_bytes(const ModelConfig& c, const WeightFormat* at_load) {
+  if (!at_load && !c.quant) return size_t(c.n_params()) * 2;
+  return weight_bytes_estimate(c, at_load);
+}
 
 size_t capacity_headroom(size_t memory) {
   return std::max<size_t>(size_t(256) << 20, memory / 25);

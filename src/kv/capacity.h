@@ -16,6 +16,7 @@
 namespace ninfer {
 
 struct ModelConfig;
+struct WeightFormat;
 
 // Bytes of KV per token over all layers and KV heads, codes and scales.
 size_t kv_bytes_per_token(const ModelConfig& c, const KvFormat& f);
@@ -26,8 +27,10 @@ size_t kv_page_bytes(const ModelConfig& c, const KvFormat& f);
 // graphs, allocator slack), the prefill scratch pool (kv/workspace.h), plus fp32 activations of one prefill
 // chunk and its attention partials: chunk * (3 hidden + 2 q_dim + 2 kv_dim + 2 ffn + vocab) * 4 bytes.
 size_t workspace_estimate(const ModelConfig& c, int prefill_chunk);
-// Bytes of weights on a device that stores them as bf16 (embedding counted once when tied).
-size_t device_weight_bytes(const ModelConfig& c);
+// Bytes of weights on a device (embedding counted once when tied): bf16, except projections
+// held quantised, in the checkpoint's format (quantization_config) or at_load's (--weights),
+// codes + scales + zero points (model/weight_format.h).
+size_t device_weight_bytes(const ModelConfig& c, const WeightFormat* at_load = nullptr);
 
 struct CapacityInputs {
   size_t memory = 0;           // device memory to plan with (total or --memory-budget)

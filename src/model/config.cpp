@@ -95,14 +95,7 @@ ModelConfig parse_model_config(const std::string& text, const std::string& src) 
   c.family = find_family(c.architecture);
   if (!c.family)
     fail("{}: unsupported architecture '{}' (supported: {})", src, c.architecture, supported_architectures());
-  if (top.has("quantization_config")) {
-    std::string method = "?";
-    if (j["quantization_config"].is_object())
-      method = j["quantization_config"].value("quant_method", std::string("?"));
-    fail("{}: field 'quantization_config' says the weights are quantised ('{}'); quantised checkpoints are not "
-         "supported yet (use a bf16/fp16/fp32 checkpoint)",
-         src, method);
-  }
+  if (top.has("quantization_config")) c.quant = parse_quant_config(top.sub("quantization_config"));
 
   // Multimodal wrappers nest the language model's fields under text_config. Fields the file
   // omits take the config class's defaults (Family::defaults).

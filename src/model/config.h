@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/quant_checkpoint.h"
 #include "model/rope.h"
 
 namespace ninfer {
@@ -63,6 +64,7 @@ struct ModelConfig {
   std::optional<int32_t> bos_id;
   std::vector<int32_t> eos_ids;
   std::string dtype;  // "bfloat16", "float32", ... (informational)
+  QuantConfig quant;  // quantization_config (model/quant_checkpoint.h); empty: not quantised
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

@@ -7,7 +7,7 @@ namespace ninfer {
 
 WeightRef WeightBinder::get(const std::string& name, std::vector<int64_t> shape, bool required) {
   if (record_) {
-    record_->push_back({name, shape});
+    record_->push_back({name, shape, false});
     return {};
   }
   const TensorInfo* t = store_->find(name);
@@ -16,7 +16,9 @@ WeightRef WeightBinder::get(const std::string& name, std::vector<int64_t> shape,
     return {};
   }
   if (t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16)
-    fail("{}: tensor '{}' has dtype {}; weights must be F32, F16 or BF16", t->file, name, dtype_name(t->dtype));
+    fail("{}: tensor '{}' has dtype {}; weights must be F32, F16 or BF16 (quantised weights need config.json's "
+         "quantization_config: {})",
+         t->file, name, dtype_name(t->dtype), quant_method_names());
   if (t->shape != shape) {
     TensorInfo want;
     want.shape = shape;
@@ -26,10 +28,42 @@ WeightRef WeightBinder::get(const std::string& name, std::vector<int64_t> shape,
   return WeightRef{t};
 }
 
+WeightRef WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols) {
+  if (record_) {
+    record_->push_back({name, {rows, cols}, true});
+    return {};
+  }
+  auto keep = [&](std::unique_ptr<QuantMatrix> q) {
+    q->validate();
+    bytes_ += q->bytes();
+    NINFER_CHECK(owned_ != nullptr, "quantised tensor '{}' without an owner", q->name);
+    owned_->push_back(std::move(q));
+    return WeightRef{nullptr, owned_->back().get()};
+  };
+  if (quant_ && *quant_) {
+    const std::string suffix = ".weight";
+    NINFER_CHECK(name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0,
+                 "projection tensor '{}' does not end in .weight", name);
+    std::unique_ptr<QuantMatrix> q = quant_->method->load(*quant_, *store_, name.substr(0, name.size() - suffix.size()),
+                                                          rows, cols);
+    if (q) return keep(std::move(q));
+  }
+  WeightRef w = get(name, {rows, cols});
+  if (!at_load_) return w;
+  // --weights: the dense tensor quantised now (fp32 in between, then dropped).
+  std::vector<float> f(size_t(rows * cols));
+  convert_to_f32(w.t->dtype, w.t->data, f.data(), f.size());
+  auto q = std::make_unique<QuantMatrix>();
+  q->name = name;
+  at_load_->quantize(f.data(), rows, cols, *q);
+  bytes_ -= w.t->nbytes;
+  return keep(std::move(q));
+}
+
 void WeightBinder::append(ProjWeights& p, const std::string& name, int64_t rows, int64_t in,
                           const std::string& bias_name) {
   ProjWeights::Part part;
-  part.w = get(name, {rows, in});
+  part.w = matrix(name, rows, in);
   if (!bias_name.empty()) part.bias = get(bias_name, {rows});
   part.rows = rows;
   p.in = in;
@@ -66,27 +100,65 @@ ModelWeights bind_with(const ModelConfig& c, WeightBinder& b) {
 
 }  // namespace
 
-ModelWeights bind_weights(const ModelConfig& c, const TensorStore& store, size_t* total) {
+ModelWeights bind_weights(const ModelConfig& c, const TensorStore& store, size_t* total, const WeightFormat* at_load) {
   NINFER_CHECK(c.family != nullptr, "config without a family");
-  WeightBinder b(store);
+  std::vector<std::unique_ptr<QuantMatrix>> owned;
+  WeightBinder b(store, &c.quant, at_load, &owned);
   ModelWeights w = bind_with(c, b);
+  w.quantised = std::move(owned);
   if (total) *total = b.bytes();
   return w;
 }
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> list_weights(const ModelConfig& c) {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
-  WeightBinder b(&out);
+  std::vector<WeightShape> rec;
+  WeightBinder b(&rec);
   bind_with(c, b);
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (WeightShape& r : rec) out.emplace_back(std::move(r.name), std::move(r.shape));
   return out;
 }
 
-std::unique_ptr<Model> load_model(const std::filesystem::path& dir, uint64_t random_weights_seed) {
+size_t weight_bytes_estimate(const ModelConfig& c, const WeightFormat* at_load) {
+  std::vector<WeightShape> rec;
+  WeightBinder b(&rec);
+  bind_with(c, b);
+  size_t n = 0;
+  for (const WeightShape& r : rec) {
+    int64_t numel = 1;
+    for (int64_t d : r.shape) numel *= d;
+    if (!r.projection) {
+      n += size_t(numel) * 2;
+    } else if (c.quant) {
+      n += quant_checkpoint_matrix_bytes(c.quant, r.shape[0], r.shape[1]);
+    } else if (at_load) {
+      n += quant_matrix_bytes(*at_load, r.shape[0], r.shape[1], 1, at_load->load_group);
+    } else {
+      n += size_t(numel) * 2;
+    }
+  }
+  return n;
+}
+
+std::string first_quantised_tensor(const Model& m, std::string* format) {
+  if (m.weights.quantised.empty()) return "";
+  const QuantMatrix& q = *m.weights.quantised.front();
+  if (format) *format = q.format->name;
+  return q.name;
+}
+
+std::unique_ptr<Model> load_model(const std::filesystem::path& dir, uint64_t random_weights_seed,
+                                  const WeightFormat* at_load) {
   auto m = std::make_unique<Model>();
   m->dir = dir;
   m->config = load_model_config(dir);
+  if (at_load && m->config.quant)
+    fail("--weights {}: {}/config.json says the checkpoint is already quantised (quantization_config '{}'); "
+         "--weights quantises bf16/fp16/fp32 checkpoints",
+         at_load->option, dir.string(), m->config.quant.name);
   m->store = random_weights_seed ? random_tensor_store(m->config, random_weights_seed) : TensorStore::open(dir);
-  m->weights = bind_weights(m->config, *m->store, &m->weight_bytes);
+  m->weights = bind_weights(m->config, *m->store, &m->weight_bytes, at_load);
+  m->weights_at_load = at_load;
   return m;
 }
 

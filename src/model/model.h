@@ -12,13 +12,17 @@
 #include "model/config.h"
 #include "model/family.h"
 #include "model/safetensors.h"
+#include "model/weight_format.h"
 
 namespace ninfer {
 
-// A weight tensor: null `t` when the model has no such tensor (e.g. biases).
+// A weight tensor: a dense tensor of the checkpoint (`t`, BF16/F16/F32) or a quantised
+// projection (`q`, model/weight_format.h); both null when the model has no such tensor (e.g.
+// biases). Only projection parts are ever quantised.
 struct WeightRef {
   const TensorInfo* t = nullptr;
-  explicit operator bool() const { return t != nullptr; }
+  const QuantMatrix* q = nullptr;
+  explicit operator bool() const { return t != nullptr || q != nullptr; }
 };
 
 // A projection [out, in], possibly stored as several tensors stacked along `out` (q|k|v,
@@ -65,14 +69,28 @@ struct ModelWeights {
   WeightRef final_norm;  // [hidden]
   WeightRef lm_head;     // [vocab, hidden]; the embedding when tied
   std::vector<LayerWeights> layers;
+  std::vector<std::unique_ptr<QuantMatrix>> quantised;  // what the q of the WeightRefs point at
+};
+
+// A tensor the binder asks for (list_weights, capacity estimates): projection parts are the
+// ones a quantised checkpoint or --weights may hold quantised.
+struct WeightShape {
+  std::string name;
+  std::vector<int64_t> shape;
+  bool projection = false;
 };
 
 // Looks tensors up by name with their shapes checked; counts the bytes bound.
 class WeightBinder {
  public:
-  explicit WeightBinder(const TensorStore& store) : store_(&store) {}
-  // Records every tensor asked for (name, shape) instead of binding: list_weights().
-  explicit WeightBinder(std::vector<std::pair<std::string, std::vector<int64_t>>>* record) : record_(record) {}
+  // quant: the checkpoint's quantization_config (projections load through its method);
+  // at_load: --weights (dense projections quantised to it; nullptr: kept as stored);
+  // quantised matrices go to `owned`.
+  WeightBinder(const TensorStore& store, const QuantConfig* quant = nullptr, const WeightFormat* at_load = nullptr,
+               std::vector<std::unique_ptr<QuantMatrix>>* owned = nullptr)
+      : store_(&store), quant_(quant), at_load_(at_load), owned_(owned) {}
+  // Records every tensor asked for instead of binding: list_weights().
+  explicit WeightBinder(std::vector<WeightShape>* record) : record_(record) {}
   WeightRef get(const std::string& name, std::vector<int64_t> shape, bool required = true);
   bool has(const std::string& name) const { return store_ && store_->find(name) != nullptr; }
   // A projection from one tensor [out, in] (+ optional bias [out] named `bias_name`).
@@ -82,8 +100,14 @@ class WeightBinder {
   size_t bytes() const { return bytes_; }
 
  private:
+  // A projection part [rows, cols] named `name` ("<module>.weight"): quantised through the
+  // checkpoint's method or --weights, else the dense tensor.
+  WeightRef matrix(const std::string& name, int64_t rows, int64_t cols);
   const TensorStore* store_ = nullptr;
-  std::vector<std::pair<std::string, std::vector<int64_t>>>* record_ = nullptr;
+  const QuantConfig* quant_ = nullptr;
+  const WeightFormat* at_load_ = nullptr;
+  std::vector<std::unique_ptr<QuantMatrix>>* owned_ = nullptr;
+  std::vector<WeightShape>* record_ = nullptr;
   size_t bytes_ = 0;
 };
 
@@ -92,17 +116,30 @@ struct Model {
   ModelConfig config;
   std::unique_ptr<TensorStore> store;
   ModelWeights weights;
-  size_t weight_bytes = 0;  // bytes of the bound tensors as stored
+  size_t weight_bytes = 0;  // bytes of the bound tensors as held (quantised ones as QuantMatrix::bytes)
+  const WeightFormat* weights_at_load = nullptr;  // --weights (nullptr: bf16, as stored)
 };
 
+// The first quantised tensor of the model ("" when none): backends without kernels for a
+// format name it when they refuse.
+std::string first_quantised_tensor(const Model& m, std::string* format = nullptr);
+
 // Binds and validates every tensor the config implies; Errors name the file and tensor.
-ModelWeights bind_weights(const ModelConfig& cfg, const TensorStore& store, size_t* bytes = nullptr);
+// Projections load quantised when cfg.quant says so, or are quantised to `at_load`.
+ModelWeights bind_weights(const ModelConfig& cfg, const TensorStore& store, size_t* bytes = nullptr,
+                          const WeightFormat* at_load = nullptr);
 // Every tensor (name, shape) a checkpoint of this config holds (make-random-checkpoint).
 std::vector<std::pair<std::string, std::vector<int64_t>>> list_weights(const ModelConfig& cfg);
+// Bytes of the weights on a device from config.json alone: projections in the checkpoint's
+// quantised format or `at_load`'s, everything else as bf16 (the embedding once when tied).
+size_t weight_bytes_estimate(const ModelConfig& cfg, const WeightFormat* at_load = nullptr);
 // config.json + safetensors + bind.
 // Loads dir's config and weights; with random_weights_seed != 0 only config.json is read and
 // the weights are random, made in memory (model/random_weights.h: speed runs of shapes whose
 // files would not fit the disk).
-std::unique_ptr<Model> load_model(const std::filesystem::path& dir, uint64_t random_weights_seed = 0);
+// at_load (--weights): quantise the projections of a dense checkpoint at load; an Error when
+// the checkpoint is already quantised.
+std::unique_ptr<Model> load_model(const std::filesystem::path& dir, uint64_t random_weights_seed = 0,
+                                  const WeightFormat* at_load = nullptr);
 
 }  // namespace ninfer

@@ -44,7 +44,7 @@ std::unique_ptr<Engine> Engine::create(const std::filesystem::path& dir, const E
   std::unique_ptr<Engine> e(new Engine());
   e->opt_ = opt;
   e->format_ = &find_kv_format(opt.kv_dtype);
-  e->model_ = load_model(dir, opt.random_weights_seed);
+  e->model_ = load_model(dir, opt.random_weights_seed, parse_weights_option(opt.weights));
   const ModelConfig& c = e->model_->config;
   e->format_->check_head_dim(c.head_dim);
   e->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(dir));

@@ -28,6 +28,9 @@ struct EngineOptions {
   std::string device = "auto";  // cpu | cuda | auto
   int threads = 0;              // CPU threads, 0: all
   std::string kv_dtype = "bf16";
+  // Weights: "bf16" keeps the checkpoint's (dense or quantised) weights as stored; fp8 | int8 |
+  // int4 quantise a dense checkpoint's projections at load (model/weight_format.h).
+  std::string weights = "bf16";
   int64_t max_context = 0;      // tokens per sequence; 0: the model's max_position_embeddings
   int64_t kv_capacity = 0;      // tokens in the KV pool; 0: automatic
   int64_t memory_budget = 0;    // bytes to plan with instead of the device's memory; 0: device

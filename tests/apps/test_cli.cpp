@@ -200,6 +200,26 @@ TEST(Cli, KvPlanPrintsHandComputedCapacity) {
   fs::remove_all(d);
 }
 
+// --weights: the planner counts quantised bytes (int4 weights leave more room for KV than
+// bf16 ones), bad values are named, and an already quantised checkpoint is refused.
+TEST(Cli, WeightsFlag) {
+  fs::path d = fs::temp_directory_path() / ("ninfer_plan_w_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  fs::copy_file(test::test_data_dir() / "configs" / "llama3-8b.json", d / "config.json",
+                fs::copy_options::overwrite_existing);
+  const auto b = run_json("kv-plan -m " + d.string() + " --memory 24GiB --kv-dtype bf16 --json");
+  const auto q = run_json("kv-plan -m " + d.string() + " --memory 24GiB --kv-dtype bf16 --weights int4 --json");
+  ASSERT_FALSE(b.is_discarded() || q.is_discarded());
+  EXPECT_EQ(q[0]["weights_bytes"], 5864169472u);  // tests/kv/test_capacity.cpp has the arithmetic
+  EXPECT_EQ(q[0]["weights"], "int4");
+  EXPECT_GT(q[0]["tokens"].get<int64_t>(), 2 * b[0]["tokens"].get<int64_t>());
+  expect_cli_error("kv-plan -m " + d.string() + " --memory 24GiB --weights nf4",
+                   "--weights 'nf4' is not a weight format (valid: bf16, fp8, int8, int4)");
+  fs::remove_all(d);
+  const fs::path tiny = test::test_data_dir() / "tiny" / "llama-rope-default";
+  expect_cli_error("bench -m " + tiny.string() + " --weights int3 --prompt 8 --gen 1", "--weights 'int3'");
+}
+
 // Issue 4's first check: the bf16 cache's perplexity on golden.json's windows (64 windows of
 // 1024 of sotu_dev) within 0.5 % of transformers' (fp32 cache). Measured: 98.5325 vs 98.5364.
 TEST(Cli, PerplexityMatchesGoldenOnSotuDev) {

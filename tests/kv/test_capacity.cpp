@@ -11,6 +11,13 @@
 //           -> 894 pages = 57,216 tokens
 //   int8 (264 B/head-token at D=128): 67,584 B/token -> 1,735 pages = 111,040 tokens
 //   rk2v4-e8 (104 B/head-token): 26,624 B/token -> 4,404 pages = 281,856 tokens
+//   Llama-3-8B projections: 32 * (2*4096*4096 + 2*1024*4096 + 3*4096*14336) = 6,979,321,856
+//   params over 1,376,256 rows (32 * (4096 + 2*1024 + 4096 + 3 * ... 14336 + 14336 + 4096)),
+//   the rest (embeddings, norms) 1,050,939,392 params as bf16 = 2,101,878,784 B:
+//     --weights int4 (g128): codes 3,489,660,928 + params / 128 * (4 B scale + 1 B zero)
+//                            272,629,760 + 2,101,878,784 = 5,864,169,472 B
+//     --weights fp8 / int8:  codes 6,979,321,856 + 1,376,256 rows * 4 B + 2,101,878,784 = 9,086,705,664 B
+//     fp8 checkpoint, 128 x 128 blocks: codes + params / 16384 * 4 B + 2,101,878,784 = 9,082,904,576 B
 //   Qwen3-32B params = 32,762,123,264 (64 layers, q/k norms); at 80 GiB:
 //   bf16 932 pages = 59,648 tokens; int8 1,808 pages; rk2v4-e8 4,591 pages; at 24 GiB nothing fits.
 #include <gtest/gtest.h>
@@ -19,6 +26,9 @@
 #include "kv/capacity.h"
 #include "kv/page_table.h"
 #include "model/config.h"
+#include "model/weight_format.h"
+
+#include <nlohmann/json.hpp>
 #include "test_paths.h"
 
 namespace ninfer {
@@ -29,10 +39,10 @@ ModelConfig cfg(const std::string& name) {
   return parse_model_config(read_file(p), p.string());
 }
 
-int64_t pages_at(const ModelConfig& c, const char* fmt, size_t memory) {
+int64_t pages_at(const ModelConfig& c, const char* fmt, size_t memory, const WeightFormat* at_load = nullptr) {
   CapacityInputs in;
   in.memory = memory;
-  in.weights = device_weight_bytes(c);
+  in.weights = device_weight_bytes(c, at_load);
   in.workspace = workspace_estimate(c, 512);
   in.page_bytes = kv_bytes_per_token(c, find_kv_format(fmt)) * kPageSize;
   in.max_context = 4096;
@@ -52,6 +62,20 @@ TEST(Capacity, Llama3_8B) {
   EXPECT_EQ(pages_at(c, "int8", 24 * GiB), 1735);
   EXPECT_EQ(pages_at(c, "rk2v4-e8", 24 * GiB), 4404);
   EXPECT_EQ(pages_at(c, "bf16", 80 * GiB), 7776);
+}
+
+TEST(Capacity, QuantisedWeightsCountTheirRealBytes) {
+  ModelConfig c = cfg("llama3-8b");
+  EXPECT_EQ(device_weight_bytes(c, parse_weights_option("int4")), 5864169472u);
+  EXPECT_EQ(device_weight_bytes(c, parse_weights_option("fp8")), 9086705664u);
+  EXPECT_EQ(device_weight_bytes(c, parse_weights_option("int8")), 9086705664u);
+  EXPECT_EQ(device_weight_bytes(c, parse_weights_option("bf16")), 16060522496u);
+  EXPECT_GT(pages_at(c, "bf16", 24 * GiB, parse_weights_option("int4")), 2 * pages_at(c, "bf16", 24 * GiB));
+  // The same shape as an fp8 block-wise checkpoint (Qwen3-*-FP8's quantization_config).
+  std::filesystem::path p = test::test_data_dir() / "configs" / "llama3-8b.json";
+  nlohmann::json j = nlohmann::json::parse(read_file(p));
+  j["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {128, 128}}};
+  EXPECT_EQ(device_weight_bytes(parse_model_config(j.dump(), p.string())), 9082904576u);
 }
 
 TEST(Capacity, Qwen3_32B) {

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "kv/minifloat.h"
+#include "core/minifloat.h"
 
 namespace ninfer {
 namespace {

@@ -67,8 +67,8 @@ TEST(Config, Errors) {
                "num_experts_per_tok");
   expect_error(base_config("Gemma3ForCausalLM", R"(, "layer_types": ["sliding_attention", "linear_attention"], "sliding_window": 8)"),
                "layer_types' entry 1 is 'linear_attention'");
-  expect_error(base_config("LlamaForCausalLM", R"(, "quantization_config": {"quant_method": "awq", "bits": 4})"),
-               "quantization_config' says the weights are quantised ('awq')");
+  expect_error(base_config("LlamaForCausalLM", R"(, "quantization_config": {"quant_method": "hqq", "bits": 4})"),
+               "field 'quantization_config.quant_method' 'hqq' is not supported (supported: fp8, compressed-tensors, awq, gptq)");
   expect_error(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 512})", "num_hidden_layers");
   expect_error(base_config("LlamaForCausalLM", R"(, "num_key_value_heads": 3)"), "num_key_value_heads");
   expect_error(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": "big", "num_hidden_layers": 2})",

@@ -1,4 +1,5 @@
-// The CPU reference backend: fp32 math on weights converted once from their stored dtype,
+// The CPU reference backend: fp32 math on weights converted once from their stored dtype
+// (quantised projections stay quantised and are dequantised per block of rows in the matmul),
 // OpenMP threads, paged KV cache in any registered format (rows are encoded on write and
 // decoded on read; attention runs in fp32 in the formats' stored basis: Q rotated by the K
 // rotation, the output rotated back by the V rotation). It implements the families'
@@ -35,23 +36,58 @@ std::vector<float> to_f32(const WeightRef& w, float offset = 0.0f) {
   return out;
 }
 
-// A projection in fp32: its parts stacked along the output rows, biases likewise (zeros for
-// a part without one, when another part has one).
-struct ProjF32 {
-  std::vector<float> w, b;  // [out, in], [out] or empty
+// A projection as the CPU holds it: its parts stacked along the output rows, each dense fp32
+// (converted once from its stored dtype) or quantised (model/weight_format.h, dequantised per
+// block of rows inside the matmul); biases in fp32 (zeros for a part without one, when another
+// part has one).
+struct ProjCpu {
+  struct Part {
+    std::vector<float> w;          // [rows, in] (dense parts)
+    const QuantMatrix* q = nullptr;  // quantised parts
+    int rows = 0;
+  };
+  std::vector<Part> parts;
+  std::vector<float> b;  // [out] or empty
   int out = 0, in = 0;
+
+  explicit operator bool() const { return !parts.empty(); }
+  size_t bytes() const {
+    size_t n = 4 * b.size();
+    for (const Part& p : parts) n += p.q ? p.q->bytes() : 4 * p.w.size();
+    return n;
+  }
+  // y [m, out] = x [m, in] W^T (+ b)
+  void apply(const float* x, float* y, int m) const {
+    int off = 0;
+    for (const Part& p : parts) {
+      const float* bias = b.empty() ? nullptr : b.data() + off;
+      if (p.q)
+        cpu::matmul_wt_quant(x, *p.q, bias, y + off, m, out);
+      else
+        cpu::matmul_wt_ld(x, p.w.data(), bias, y + off, m, p.rows, in, out);
+      off += p.rows;
+    }
+  }
 };
 
-ProjF32 to_f32(const ProjWeights& p) {
-  ProjF32 f;
+ProjCpu to_cpu(const ProjWeights& p) {
+  ProjCpu f;
   if (!p) return f;
   f.out = int(p.out());
   f.in = int(p.in);
-  f.w.reserve(size_t(f.out) * f.in);
   for (const ProjWeights::Part& part : p.parts) {
-    std::vector<float> all = to_f32(part.w);
-    const size_t off = size_t(part.row0) * f.in, n = size_t(part.rows) * f.in;
-    f.w.insert(f.w.end(), all.begin() + off, all.begin() + off + n);
+    ProjCpu::Part cp;
+    cp.rows = int(part.rows);
+    if (part.w.q) {
+      NINFER_CHECK(part.row0 == 0 && part.w.q->rows == part.rows && part.w.q->cols == p.in,
+                   "quantised part '{}' does not match its projection", part.w.q->name);
+      cp.q = part.w.q;
+    } else {
+      std::vector<float> all = to_f32(part.w);
+      const size_t off = size_t(part.row0) * f.in, n = size_t(part.rows) * f.in;
+      cp.w.assign(all.begin() + off, all.begin() + off + n);
+    }
+    f.parts.push_back(std::move(cp));
   }
   if (p.has_bias()) {
     for (const ProjWeights::Part& part : p.parts) {
@@ -62,16 +98,14 @@ ProjF32 to_f32(const ProjWeights& p) {
   return f;
 }
 
-const float* ptr_or_null(const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
-
-struct ExpertF32 {
-  ProjF32 gate_up, down;
+struct ExpertCpu {
+  ProjCpu gate_up, down;
 };
 
 struct LayerF32 {
   std::array<std::vector<float>, size_t(Vec::kCount)> vec;
-  std::array<ProjF32, size_t(Proj::kCount)> proj;
-  std::vector<ExpertF32> experts;
+  std::array<ProjCpu, size_t(Proj::kCount)> proj;
+  std::vector<ExpertCpu> experts;
 };
 
 size_t read_meminfo_kb(const char* key) {
@@ -99,12 +133,12 @@ class CpuBackend final : public Backend, private LayerOps {
       LayerF32 f;
       for (size_t i = 0; i < f.vec.size(); ++i) f.vec[i] = to_f32(L.vec[i], norm_offset);
       for (size_t i = 0; i < f.proj.size(); ++i) {
-        f.proj[i] = to_f32(L.proj[i]);
-        weight_bytes_ += 4 * f.proj[i].w.size();
+        f.proj[i] = to_cpu(L.proj[i]);
+        weight_bytes_ += f.proj[i].bytes();
       }
       for (const ExpertWeights& e : L.experts) {
-        f.experts.push_back({to_f32(e.gate_up), to_f32(e.down)});
-        weight_bytes_ += 4 * (f.experts.back().gate_up.w.size() + f.experts.back().down.w.size());
+        f.experts.push_back({to_cpu(e.gate_up), to_cpu(e.down)});
+        weight_bytes_ += f.experts.back().gate_up.bytes() + f.experts.back().down.bytes();
       }
       layers_.push_back(std::move(f));
     }
@@ -176,15 +210,15 @@ class CpuBackend final : public Backend, private LayerOps {
   }
   void copy(Buf in, Buf out) override { buf(out) = buf(in); }
   void linear(Buf in, Proj p, Buf out, bool accumulate, float alpha) override {
-    const ProjF32& P = L().proj[size_t(p)];
-    NINFER_CHECK(!P.w.empty(), "layer {} has no projection {}", l_, int(p));
+    const ProjCpu& P = L().proj[size_t(p)];
+    NINFER_CHECK(bool(P), "layer {} has no projection {}", l_, int(p));
     float* y = buf(out).data();
     if (!accumulate && alpha == 1.0f) {
-      cpu::matmul_wt(buf(in).data(), P.w.data(), ptr_or_null(P.b), y, T_, P.out, P.in);
+      P.apply(buf(in).data(), y, T_);
       return;
     }
     tmp2_.resize(size_t(T_) * P.out);
-    cpu::matmul_wt(buf(in).data(), P.w.data(), ptr_or_null(P.b), tmp2_.data(), T_, P.out, P.in);
+    P.apply(buf(in).data(), tmp2_.data(), T_);
     for (size_t i = 0; i < tmp2_.size(); ++i) y[i] = (accumulate ? y[i] : 0.0f) + alpha * tmp2_[i];
   }
   void qk_norm_rope() override;
@@ -385,7 +419,7 @@ void CpuBackend::moe(float alpha) {
   const LayerF32& W = L();
   const int E = c_.n_experts, K = c_.top_k, H = c_.hidden, F = c_.moe_ffn;
   std::vector<float> logits(size_t(T_) * E);
-  cpu::matmul_wt(h_.data(), W.proj[size_t(Proj::Router)].w.data(), nullptr, logits.data(), T_, E, H);
+  W.proj[size_t(Proj::Router)].apply(h_.data(), logits.data(), T_);
   std::vector<std::vector<std::pair<int, float>>> routed(static_cast<size_t>(E));  // expert -> (token, weight)
   for (int t = 0; t < T_; ++t) {
     const float* lg = logits.data() + size_t(t) * E;
@@ -409,18 +443,18 @@ void CpuBackend::moe(float alpha) {
     const auto& rt = routed[size_t(e)];
     if (rt.empty()) continue;
     const int n = int(rt.size());
-    const ExpertF32& X = W.experts[size_t(e)];
+    const ExpertCpu& X = W.experts[size_t(e)];
     xin.resize(size_t(n) * H);
     for (int i = 0; i < n; ++i)
       std::memcpy(xin.data() + size_t(i) * H, h_.data() + size_t(rt[size_t(i)].first) * H, size_t(H) * 4);
     gu.resize(size_t(n) * 2 * F);
-    cpu::matmul_wt(xin.data(), X.gate_up.w.data(), nullptr, gu.data(), n, 2 * F, H);
+    X.gate_up.apply(xin.data(), gu.data(), n);
     act.resize(size_t(n) * F);
     for (int i = 0; i < n; ++i)
       cpu::silu_mul(gu.data() + size_t(i) * 2 * F, gu.data() + size_t(i) * 2 * F + F, act.data() + size_t(i) * F,
                     size_t(F));
     y.resize(size_t(n) * H);
-    cpu::matmul_wt(act.data(), X.down.w.data(), nullptr, y.data(), n, H, F);
+    X.down.apply(act.data(), y.data(), n);
     for (int i = 0; i < n; ++i) {
       float* dst = x_.data() + size_t(rt[size_t(i)].first) * H;
       const float wgt = alpha * rt[size_t(i)].second;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -70,16 +71,36 @@ void tile(const float* x, const float* w, float* y, int ldy, int k, const float*
 }
 #endif
 
+// Output columns [0, count) of rows x[0, MR): w holds those columns' rows of W, y points at
+// the first of them (row stride ldy).
 template <int MR>
-void row_block(const float* x, const float* w, const float* bias, float* y, int n, int k, int n0, int n1) {
-  int j = n0;
-  for (; j + 4 <= n1; j += 4) tile<MR, 4>(x, w + size_t(j) * k, y + j, n, k, bias ? bias + j : nullptr);
-  for (; j < n1; ++j) tile<MR, 1>(x, w + size_t(j) * k, y + j, n, k, bias ? bias + j : nullptr);
+void row_block(const float* x, const float* w, const float* bias, float* y, int ldy, int k, int count) {
+  int j = 0;
+  for (; j + 4 <= count; j += 4) tile<MR, 4>(x, w + size_t(j) * k, y + j, ldy, k, bias ? bias + j : nullptr);
+  for (; j < count; ++j) tile<MR, 1>(x, w + size_t(j) * k, y + j, ldy, k, bias ? bias + j : nullptr);
+}
+
+// Every row of x against `count` rows of w (columns of y), 4 rows of x at a time.
+void rows_times(const float* x, const float* w, const float* bias, float* y, int m, int ldy, int k, int count) {
+  for (int i = 0; i < m; i += 4) {
+    const float* xi = x + size_t(i) * k;
+    float* yi = y + size_t(i) * ldy;
+    switch (std::min(4, m - i)) {
+      case 4: row_block<4>(xi, w, bias, yi, ldy, k, count); break;
+      case 3: row_block<3>(xi, w, bias, yi, ldy, k, count); break;
+      case 2: row_block<2>(xi, w, bias, yi, ldy, k, count); break;
+      default: row_block<1>(xi, w, bias, yi, ldy, k, count); break;
+    }
+  }
 }
 
 }  // namespace
 
 void matmul_wt(const float* x, const float* w, const float* bias, float* y, int m, int n, int k) {
+  matmul_wt_ld(x, w, bias, y, m, n, k, n);
+}
+
+void matmul_wt_ld(const float* x, const float* w, const float* bias, float* y, int m, int n, int k, int ldy) {
   // NOTE: work is split over (row block, column block) pairs; column blocks of 64 rows of w
   // (64 * k * 4 bytes, 128 KiB at k = 512) stay in L2 while 4 rows of x stream past them.
   constexpr int NB = 64;
@@ -89,14 +110,27 @@ void matmul_wt(const float* x, const float* w, const float* bias, float* y, int 
     for (int ib = 0; ib < mb; ++ib) {
       const int i = ib * 4, rows = std::min(4, m - i);
       const int n0 = jb * NB, n1 = std::min(n, n0 + NB);
-      const float* xi = x + size_t(i) * k;
-      float* yi = y + size_t(i) * n;
-      switch (rows) {
-        case 4: row_block<4>(xi, w, bias, yi, n, k, n0, n1); break;
-        case 3: row_block<3>(xi, w, bias, yi, n, k, n0, n1); break;
-        case 2: row_block<2>(xi, w, bias, yi, n, k, n0, n1); break;
-        default: row_block<1>(xi, w, bias, yi, n, k, n0, n1); break;
-      }
+      rows_times(x + size_t(i) * k, w + size_t(n0) * k, bias ? bias + n0 : nullptr, y + size_t(i) * ldy + n0, rows,
+                 ldy, k, n1 - n0);
+    }
+  }
+}
+
+void matmul_wt_quant(const float* x, const QuantMatrix& w, const float* bias, float* y, int m, int ldy) {
+  // NOTE: blocks of 64 rows of W are dequantised (the format's dequant_rows, the reference)
+  // into a per-thread fp32 buffer and multiplied as matmul_wt multiplies its column blocks, so
+  // every output equals matmul_wt's on the dequantised matrix bit for bit. Decode dequantises
+  // the whole matrix per step: correct, not fast.
+  constexpr int NB = 64;
+  const int n = int(w.rows), k = int(w.cols), nb = (n + NB - 1) / NB;
+#pragma omp parallel if (int64_t(m) * n * k > 100000 || int64_t(n) * k > 1000000)
+  {
+    std::vector<float> buf(size_t(NB) * size_t(k));
+#pragma omp for schedule(dynamic, 1)
+    for (int jb = 0; jb < nb; ++jb) {
+      const int n0 = jb * NB, rows = std::min(NB, n - n0);
+      w.format->dequant_rows(w, n0, rows, buf.data());
+      rows_times(x, buf.data(), bias ? bias + n0 : nullptr, y + n0, m, ldy, k, rows);
     }
   }
 }

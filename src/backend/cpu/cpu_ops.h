@@ -4,10 +4,18 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "model/weight_format.h"
+
 namespace ninfer::cpu {
 
 // y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]).  x: [m, k], w: [n, k] row-major, y: [m, n]
 void matmul_wt(const float* x, const float* w, const float* bias, float* y, int m, int n, int k);
+// The same into columns of a wider y: y[i * ldy + j].
+void matmul_wt_ld(const float* x, const float* w, const float* bias, float* y, int m, int n, int k, int ldy);
+// y[m, j] (row stride ldy) = sum_k x[m, k] * W[j, k] (+ bias[j]) for a quantised W [rows, cols]
+// (model/weight_format.h), dequantised on the fly; bit-identical to matmul_wt on the
+// dequantised W.  x: [m, w.cols], bias: [w.rows] or null
+void matmul_wt_quant(const float* x, const QuantMatrix& w, const float* bias, float* y, int m, int ldy);
 
 // x: [n_rows, dim] normalised in place (or into out): out = x / rms(x) * weight
 void rmsnorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps);

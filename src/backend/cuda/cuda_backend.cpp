@@ -175,6 +175,13 @@ class CudaBackend final : public Backend, private LayerOps {
     NINFER_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_.as<void>(), cublas_ws_.bytes()));
     NINFER_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
     if (c_.n_experts > 256) fail("{}: the CUDA backend routes at most 256 experts, the model has {}", model.dir.string(), c_.n_experts);
+    // NOTE: quantised weights (model/weight_format.h) have no GPU kernels yet: refused here,
+    // where the weights arrive, naming the tensor and its format (issue 27).
+    std::string qfmt;
+    const std::string qname = first_quantised_tensor(model, &qfmt);
+    if (!qname.empty())
+      fail("{}: the CUDA backend has no kernels for quantised weights yet: tensor '{}' is held as {} (use --device cpu)",
+           model.dir.string(), qname, qfmt);
     upload_weights(model);
     ensure_tokens(512, 16);
   }
@@ -332,6 +339,7 @@ class CudaBackend final : public Backend, private LayerOps {
   // the (mapped) tensor when it is bf16, else only those rows converted. (Whole-tensor host copies
   // per part cost O(experts^2) for fused 3-D expert tensors and minutes for a 93 GB Mixtral.)
   static void upload_part_bf16(uint16_t* dst, const ProjWeights::Part& part, int64_t in) {
+    NINFER_CHECK(part.w.t != nullptr, "quantised tensor '{}' reached the CUDA upload", part.w.q ? part.w.q->name : "?");
     const size_t n = size_t(part.rows * in), off = size_t(part.row0 * in);
     const DType dt = part.w.t->dtype;
     const auto* src = static_cast<const uint8_t*>(part.w.t->data) + off * dtype_size(dt);

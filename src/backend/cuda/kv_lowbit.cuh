@@ -1,5 +1,5 @@
 // Device ports of the minifloat conversions of the fp8 / nvfp4 / k8v4 KV formats
-// (kv/minifloat.cpp, kv/codecs/fp8.cpp, kv/codecs/nvfp4.cpp), bit for bit, and the exact
+// (core/minifloat.cpp, kv/codecs/fp8.cpp, kv/codecs/nvfp4.cpp), bit for bit, and the exact
 // expansions of their codes used by the attention kernels. Only .cu files include this.
 //
 // Exactness of the expansions (attention_lowbit.cuh):

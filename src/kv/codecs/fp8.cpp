@@ -11,7 +11,7 @@
 #include "kv/codecs/codecs.h"
 #include "kv/codecs/common.h"
 #include "kv/codecs/sides.h"
-#include "kv/minifloat.h"
+#include "core/minifloat.h"
 
 namespace ninfer::codecs {
 

@@ -1,4 +1,4 @@
-#include "kv/minifloat.h"
+#include "core/minifloat.h"
 
 #include <cmath>
 
