@@ -7,7 +7,16 @@
 //
 //   server_loadgen --port P [--host 127.0.0.1] [--api-key K] [--requests 300]
 //                  [--concurrency 16] [--max-tokens 32] [--seed 1] [--ignore-eos]
+//                  [--stream-only] [--idle N] [--health-ms MS]
+// --idle N holds N connections open through the run (half never send a byte, half made one
+// keep-alive /health request first); --health-ms MS probes /health on a fresh connection every
+// MS during the run and reports its latency percentiles; --stream-only streams every request.
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -36,6 +45,9 @@ struct Options {
   int max_tokens = 32;
   uint64_t seed = 1;
   bool ignore_eos = false;  // every request generates max_tokens (a decode-heavy run)
+  bool stream_only = false;
+  int idle = 0;
+  int health_ms = 0;
 };
 
 struct Result {
@@ -52,7 +64,7 @@ const char* kFiller = "The harvest that autumn was plentiful, and the river ran 
 json make_request(const Options& o, int i, bool* chat, bool* stream) {
   std::mt19937_64 rng(o.seed * 1000003u + uint64_t(i));
   *chat = rng() % 4 != 0;      // 3/4 chat, 1/4 completions
-  *stream = rng() % 2 == 0;    // half streamed
+  *stream = rng() % 2 == 0 || o.stream_only;  // half streamed
   const bool sampled = rng() % 3 == 0;
   const int filler = int(rng() % 8);  // 0..7 sentences: prompts of ~30..150 tokens
   std::string text;
@@ -159,6 +171,35 @@ double percentile(std::vector<double> v, double p) {
   return v[size_t(std::min<double>(double(v.size() - 1), std::floor(p * double(v.size() - 1) + 0.5)))];
 }
 
+// A TCP connection to the server, or -1.
+int connect_raw(const Options& o) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(o.port));
+  if (::inet_pton(AF_INET, o.host.c_str(), &a.sin_addr) != 1 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// One keep-alive GET /health on fd, its response read up to the end of the (small) body.
+bool keep_alive_health(int fd) {
+  const std::string req = "GET /health HTTP/1.1\r\nHost: loadgen\r\nConnection: keep-alive\r\n\r\n";
+  if (::send(fd, req.data(), req.size(), 0) != ssize_t(req.size())) return false;
+  std::string got;
+  char buf[1024];
+  while (got.find("\r\n\r\n") == std::string::npos || got.find('}') == std::string::npos) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return false;
+    got.append(buf, size_t(n));
+  }
+  return got.rfind("HTTP/1.1 200", 0) == 0;
+}
+
 double metric(const Options& o, const std::string& name) {
   httplib::Client cli(o.host, o.port);
   auto res = cli.Get("/metrics");
@@ -188,15 +229,33 @@ int main(int argc, char** argv) {
     else if (a == "--max-tokens") o.max_tokens = std::atoi(next().c_str());
     else if (a == "--seed") o.seed = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--ignore-eos") o.ignore_eos = true;
+    else if (a == "--stream-only") o.stream_only = true;
+    else if (a == "--idle") o.idle = std::atoi(next().c_str());
+    else if (a == "--health-ms") o.health_ms = std::atoi(next().c_str());
     else {
       std::fprintf(stderr, "unknown argument %s\nusage: server_loadgen --port P [--host H] [--api-key K] "
-                           "[--requests N] [--concurrency C] [--max-tokens M] [--seed S] [--ignore-eos]\n", a.c_str());
+                           "[--requests N] [--concurrency C] [--max-tokens M] [--seed S] [--ignore-eos] [--stream-only] "
+                           "[--idle N] [--health-ms MS]\n", a.c_str());
       return 2;
     }
   }
-  if (o.port <= 0 || o.requests < 1 || o.concurrency < 1 || o.max_tokens < 0) {
-    std::fprintf(stderr, "server_loadgen: --port, --requests >= 1, --concurrency >= 1 and --max-tokens >= 0 are needed\n");
+  if (o.port <= 0 || o.requests < 1 || o.concurrency < 1 || o.max_tokens < 0 || o.idle < 0 || o.health_ms < 0) {
+    std::fprintf(stderr, "server_loadgen: --port, --requests >= 1, --concurrency >= 1, --max-tokens >= 0, --idle >= 0 "
+                         "and --health-ms >= 0 are needed\n");
     return 2;
+  }
+  if (rlimit rl; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;  // --idle needs a descriptor per connection
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  std::vector<int> idle_fds;
+  for (int i = 0; i < o.idle; ++i) {
+    const int fd = connect_raw(o);
+    if (fd < 0 || (i % 2 == 1 && !keep_alive_health(fd))) {
+      std::fprintf(stderr, "server_loadgen: idle connection %d of %d failed\n", i, o.idle);
+      return 1;
+    }
+    idle_fds.push_back(fd);
   }
   std::vector<Result> results(size_t(o.requests));
   std::atomic<int> next{0};
@@ -206,8 +265,32 @@ int main(int argc, char** argv) {
     th.emplace_back([&] {
       for (int i; (i = next++) < o.requests;) results[size_t(i)] = run_one(o, i);
     });
+  std::atomic<bool> running{true};
+  std::vector<double> health_ms;
+  int health_failed = 0;
+  std::thread prober;
+  if (o.health_ms > 0)
+    prober = std::thread([&] {
+      while (running) {
+        httplib::Client cli(o.host, o.port);
+        cli.set_read_timeout(30, 0);
+        const auto h0 = Clock::now();
+        auto res = cli.Get("/health");
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - h0).count();
+        if (res && res->status == 200) health_ms.push_back(ms);
+        else ++health_failed;
+        std::this_thread::sleep_for(std::chrono::milliseconds(o.health_ms));
+      }
+    });
   for (auto& t : th) t.join();
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  running = false;
+  if (prober.joinable()) prober.join();
+  // The idle connections are still served: a keep-alive request on each of a few.
+  int idle_alive = 0, idle_checked = 0;
+  for (size_t i = 1; i < idle_fds.size(); i += std::max<size_t>(1, idle_fds.size() / 16), ++idle_checked)
+    idle_alive += keep_alive_health(idle_fds[i]) ? 1 : 0;
+  for (int fd : idle_fds) ::close(fd);
 
   int ok = 0;
   long prompt = 0, completion = 0;
@@ -253,10 +336,20 @@ int main(int argc, char** argv) {
               {"total_tokens_per_s", double(prompt + completion) / wall},
               {"latency_p50_s", percentile(lat, 0.5)},
               {"latency_p95_s", percentile(lat, 0.95)},
+              {"latency_p99_s", percentile(lat, 0.99)},
               {"ttft_p50_s", percentile(ttft, 0.5)},
               {"ttft_p95_s", percentile(ttft, 0.95)},
+              {"ttft_p99_s", percentile(ttft, 0.99)},
+              {"idle_connections", o.idle},
+              {"idle_checked", idle_checked},
+              {"idle_alive", idle_alive},
+              {"health_probes", health_ms.size()},
+              {"health_failed", health_failed},
+              {"health_p50_ms", percentile(health_ms, 0.5)},
+              {"health_p99_ms", percentile(health_ms, 0.99)},
+              {"health_max_ms", health_ms.empty() ? 0.0 : *std::max_element(health_ms.begin(), health_ms.end())},
               {"kv_pages_used_after", pages_used},
               {"preemptions", metric(o, "ninfer_preemptions_total")}};
   std::printf("%s\n", out.dump().c_str());
-  return (ok == o.requests && pages_used == 0) ? 0 : 1;
+  return (ok == o.requests && pages_used == 0 && health_failed == 0) ? 0 : 1;
 }
