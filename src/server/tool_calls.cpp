@@ -58,6 +58,67 @@ ToolOutput parse_hermes(std::string_view text) {
   return r;
 }
 
+// <function=NAME>\n<parameter=K>\nVALUE\n</parameter>...</function> -> a call; false if malformed.
+bool qwen3_coder_call(std::string_view body, ParsedToolCall& out) {
+  static constexpr std::string_view kFn = "<function=", kFnEnd = "</function>", kP = "<parameter=", kPEnd = "</parameter>";
+  const size_t f = body.find(kFn);
+  if (f == std::string_view::npos || trim(body.substr(0, f)) != "") return false;
+  const size_t gt = body.find('>', f);
+  if (gt == std::string_view::npos) return false;
+  out.name = trim(body.substr(f + kFn.size(), gt - f - kFn.size()));
+  if (out.name.empty()) return false;
+  size_t end = body.find(kFnEnd, gt);
+  if (end == std::string_view::npos) end = body.size();  // cut off: what is there decides
+  std::string_view rest = body.substr(gt + 1, end - gt - 1);
+  nlohmann::ordered_json args = nlohmann::ordered_json::object();
+  while (true) {
+    const size_t p = rest.find(kP);
+    if (p == std::string_view::npos) {
+      if (trim(rest) != "") return false;
+      break;
+    }
+    if (trim(rest.substr(0, p)) != "") return false;
+    const size_t pg = rest.find('>', p);
+    if (pg == std::string_view::npos) return false;
+    const std::string key = trim(rest.substr(p + kP.size(), pg - p - kP.size()));
+    const size_t pe = rest.find(kPEnd, pg);
+    if (key.empty() || pe == std::string_view::npos) return false;
+    std::string_view v = rest.substr(pg + 1, pe - pg - 1);
+    // The template writes "\n" + value + "\n": one newline off each side, no more.
+    if (!v.empty() && v.front() == '\n') v.remove_prefix(1);
+    if (!v.empty() && v.back() == '\n') v.remove_suffix(1);
+    nlohmann::ordered_json val = nlohmann::ordered_json::parse(v.begin(), v.end(), nullptr, false);
+    if (val.is_discarded() || val.is_string()) val = std::string(v);
+    args[key] = std::move(val);
+    rest = rest.substr(pe + kPEnd.size());
+  }
+  out.arguments = args.dump();
+  return true;
+}
+
+ToolOutput parse_qwen3_coder(std::string_view text) {
+  static constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
+  ToolOutput r;
+  std::string content;
+  size_t pos = 0;
+  while (true) {
+    const size_t a = text.find(kOpen, pos);
+    if (a == std::string_view::npos) break;
+    const size_t body = a + kOpen.size();
+    const size_t b = text.find(kClose, body);
+    const size_t end = b == std::string_view::npos ? text.size() : b;
+    ParsedToolCall c;
+    if (!qwen3_coder_call(text.substr(body, end - body), c)) return plain(text);
+    content += text.substr(pos, a - pos);
+    r.calls.push_back(std::move(c));
+    pos = b == std::string_view::npos ? text.size() : b + kClose.size();
+  }
+  if (r.calls.empty()) return plain(text);
+  content += text.substr(pos);
+  r.content = trim(content);
+  return r;
+}
+
 ToolOutput parse_llama3(std::string_view text) {
   std::string_view t = text;
   static constexpr std::string_view kTag = "<|python_tag|>";
@@ -137,7 +198,8 @@ ToolOutput parse_mistral(std::string_view text) {
 }  // namespace
 
 ToolCallFormat tool_call_format_for(std::string_view tmpl) {
-  if (tmpl.find("<tool_call>") != std::string_view::npos) return ToolCallFormat::hermes;
+  if (tmpl.find("<tool_call>") != std::string_view::npos)
+    return tmpl.find("<function=") != std::string_view::npos ? ToolCallFormat::qwen3_coder : ToolCallFormat::hermes;
   if (tmpl.find("[TOOL_CALLS]") != std::string_view::npos) return ToolCallFormat::mistral;
   if (tmpl.find("<|python_tag|>") != std::string_view::npos || tmpl.find("ipython") != std::string_view::npos)
     return ToolCallFormat::llama3;
@@ -147,6 +209,7 @@ ToolCallFormat tool_call_format_for(std::string_view tmpl) {
 const char* tool_call_format_name(ToolCallFormat f) {
   switch (f) {
     case ToolCallFormat::hermes: return "hermes";
+    case ToolCallFormat::qwen3_coder: return "qwen3_coder";
     case ToolCallFormat::llama3: return "llama3";
     case ToolCallFormat::mistral: return "mistral";
     case ToolCallFormat::none: break;
@@ -157,6 +220,7 @@ const char* tool_call_format_name(ToolCallFormat f) {
 ToolOutput parse_tool_output(std::string_view text, ToolCallFormat f) {
   switch (f) {
     case ToolCallFormat::hermes: return parse_hermes(text);
+    case ToolCallFormat::qwen3_coder: return parse_qwen3_coder(text);
     case ToolCallFormat::llama3: return parse_llama3(text);
     case ToolCallFormat::mistral: return parse_mistral(text);
     case ToolCallFormat::none: break;
@@ -168,7 +232,8 @@ size_t tool_text_releasable(std::string_view text, ToolCallFormat f) {
   std::string_view marker;
   switch (f) {
     case ToolCallFormat::none: return text.size();
-    case ToolCallFormat::hermes: marker = "<tool_call>"; break;
+    case ToolCallFormat::hermes:
+    case ToolCallFormat::qwen3_coder: marker = "<tool_call>"; break;
     case ToolCallFormat::mistral: marker = "[TOOL_CALLS]"; break;
     case ToolCallFormat::llama3: {
       static constexpr std::string_view kTag = "<|python_tag|>";

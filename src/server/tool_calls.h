@@ -4,6 +4,9 @@
 //            <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>   (one block per call)
 //   llama3   (Llama 3.1-3.3 JSON tool calling): [<|python_tag|>]{"name": "f", "parameters": {...}}
 //            (several separated by ';')
+//   qwen3_coder (Qwen3-Coder, Qwen3.5): <tool_call>\n<function=f>\n<parameter=k>\nvalue\n</parameter>\n
+//            </function>\n</tool_call>   (a value that is JSON other than a string is taken as
+//            that JSON, anything else as a string: NOTE the tools' schemas are not consulted)
 //   mistral  [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]   (v3 tokenizer), or
 //            [TOOL_CALLS]f[ARGS]{...}   (v11+, one per marker)
 // The format is chosen from the chat template's text (the markers it renders).
@@ -14,7 +17,7 @@
 
 namespace ninfer::server {
 
-enum class ToolCallFormat { none, hermes, llama3, mistral };
+enum class ToolCallFormat { none, hermes, qwen3_coder, llama3, mistral };
 
 // The format a chat template teaches; none when it renders no tool-call markers.
 ToolCallFormat tool_call_format_for(std::string_view chat_template);

@@ -29,6 +29,7 @@ TEST(ToolCalls, FormatIsChosenFromTheRealTemplates) {
   EXPECT_EQ(tool_call_format_for(read_template("mistral-7b-instruct-v0.3.jinja")), ToolCallFormat::mistral);
   EXPECT_EQ(tool_call_format_for(read_template("mistral-nemo-instruct-2407.jinja")), ToolCallFormat::mistral);
   EXPECT_EQ(tool_call_format_for(read_template("gemma-2-it.jinja")), ToolCallFormat::none);
+  EXPECT_EQ(tool_call_format_for(read_template("qwen3-coder.jinja")), ToolCallFormat::qwen3_coder);
 }
 
 TEST(ToolCalls, HermesBlocksWithTextAround) {
@@ -123,6 +124,33 @@ TEST(ToolCalls, StreamingReleasesTextBeforeAMarker) {
   ASSERT_EQ(held.calls.size(), 1u);
   EXPECT_EQ(reply.substr(0, n), "Checking.\n");
   EXPECT_EQ(held.content, "");
+}
+
+// Qwen3-Coder's XML calls, as its template writes an assistant message's tool_calls back.
+TEST(ToolCalls, Qwen3CoderXmlParameters) {
+  const char* out =
+      "I will look.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n</parameter>\n"
+      "<parameter=days>\n3\n</parameter>\n<parameter=opts>\n{\"unit\": \"c\"}\n</parameter>\n"
+      "<parameter=note>\nline one\nline two\n</parameter>\n</function>\n</tool_call>\n"
+      "<tool_call>\n<function=get_time>\n</function>\n</tool_call>";
+  ToolOutput r = parse_tool_output(out, ToolCallFormat::qwen3_coder);
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(r.calls[0].arguments,
+            R"({"city":"New York","days":3,"opts":{"unit":"c"},"note":"line one\nline two"})");
+  EXPECT_EQ(r.calls[1].name, "get_time");
+  EXPECT_EQ(r.calls[1].arguments, "{}");
+  EXPECT_EQ(r.content, "I will look.");
+  // Malformed: stays text.
+  for (const char* bad : {"<tool_call>\n<function=f>\n<parameter=x>\n1\n</function>\n</tool_call>",  // unclosed parameter
+                          "<tool_call>\nf(x=1)\n</tool_call>",                                        // not XML
+                          "<tool_call>\n<function=>\n</function>\n</tool_call>"}) {                  // no name
+    SCOPED_TRACE(bad);
+    ToolOutput b = parse_tool_output(bad, ToolCallFormat::qwen3_coder);
+    EXPECT_TRUE(b.calls.empty());
+    EXPECT_EQ(b.content, bad);
+  }
+  EXPECT_EQ(tool_text_releasable("ok <tool_call>\n<function=", ToolCallFormat::qwen3_coder), 3u);
 }
 
 }  // namespace
