@@ -159,20 +159,36 @@ void Engine::free_sequence(int32_t seq) {
   seqs_.erase(seq);
 }
 
+namespace {
+
+// The cached pages at the head of `tokens`, in chain order: whole pages, at most
+// (tokens.size() - 1) / kPageSize (the last token is always computed) and no more than
+// max_context holds. f(key, tokens of the page, physical page) for each; returns how many.
+template <typename F>
+size_t walk_cached_prefix(const PageTable& pages, uint64_t seed, int64_t max_context, std::span<const int32_t> tokens,
+                          F&& f) {
+  const size_t max_pages = std::min<size_t>((tokens.size() - 1) / kPageSize, size_t(max_context / kPageSize));
+  uint64_t parent = seed;
+  size_t i = 0;
+  for (; i < max_pages; ++i) {
+    const std::span<const int32_t> page = tokens.subspan(i * kPageSize, kPageSize);
+    const uint64_t key = page_key(parent, page);
+    const int32_t p = pages.lookup(key, parent, page);
+    if (p < 0) break;
+    f(key, page, p);
+    parent = key;
+  }
+  return i;
+}
+
+}  // namespace
+
 PrefixMatch Engine::match_prefix(std::span<const int32_t> tokens) const {
   PrefixMatch m;
   if (!prefix_enabled_ || tokens.empty()) return m;
-  const size_t max_pages = (tokens.size() - 1) / kPageSize;
-  uint64_t parent = prefix_seed_;
-  for (size_t i = 0; i < max_pages; ++i) {
-    const std::span<const int32_t> page = tokens.subspan(i * kPageSize, kPageSize);
-    const uint64_t key = page_key(parent, page);
-    const int32_t p = pages_->lookup(key, parent, page);
-    if (p < 0) break;
-    ++m.n_pages;
+  m.n_pages = int(walk_cached_prefix(*pages_, prefix_seed_, max_context_, tokens, [&](uint64_t, auto, int32_t p) {
     if (pages_->refs(p) == 0) ++m.n_unreferenced;
-    parent = key;
-  }
+  }));
   return m;
 }
 
@@ -184,18 +200,12 @@ int64_t Engine::attach_prefix(int32_t seq, std::span<const int32_t> tokens) {
                seq, st.tokens.size());
   if (!prefix_enabled_ || tokens.empty()) return 0;
   prefix_stats_.queries += tokens.size();
-  const size_t max_pages = std::min<size_t>((tokens.size() - 1) / kPageSize, size_t(max_context_ / kPageSize));
-  uint64_t parent = prefix_seed_;
-  for (size_t i = 0; i < max_pages; ++i) {
-    const std::span<const int32_t> page = tokens.subspan(i * kPageSize, kPageSize);
-    const uint64_t key = page_key(parent, page);
-    const int32_t p = pages_->lookup(key, parent, page);
-    if (p < 0) break;
-    pages_->attach(seq, p);
-    st.page_keys.push_back(key);
-    st.tokens.insert(st.tokens.end(), page.begin(), page.end());
-    parent = key;
-  }
+  walk_cached_prefix(*pages_, prefix_seed_, max_context_, tokens,
+                     [&](uint64_t key, std::span<const int32_t> page, int32_t p) {
+                       pages_->attach(seq, p);
+                       st.page_keys.push_back(key);
+                       st.tokens.insert(st.tokens.end(), page.begin(), page.end());
+                     });
   prefix_stats_.hits += st.tokens.size();
   return int64_t(st.tokens.size());
 }

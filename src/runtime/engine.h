@@ -126,7 +126,7 @@ class Engine {
   bool prefix_cache_enabled() const { return prefix_enabled_; }
   // The cached pages that a sequence starting with `tokens` could attach now: whole pages of
   // the hash chain, at most (tokens.size() - 1) / kPageSize of them so that the last token is
-  // always computed (its logits are the answer). Changes nothing.
+  // always computed (its logits are the answer) and at most max_context of them. Changes nothing.
   PrefixMatch match_prefix(std::span<const int32_t> tokens) const;
   // Attaches match_prefix(tokens) to `seq`, which must be empty: its cached length becomes
   // the matched tokens, which are then never recomputed or written. Returns that length (0
