@@ -20,6 +20,7 @@ SHARED=${NINFER_SHARED_DIR:-../shared}
 ALL=(safetensors model_config tokenizer_load tokenizer_encode chat_template openai_request json_schema kv_decode)
 read -r -a TARGETS <<< "${FUZZ_TARGETS:-${ALL[*]}}"
 
+scripts/deps.sh --fuzz
 mkdir -p "$BUILD"
 CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNINFER_FUZZ=ON \
   -DNINFER_TESTS=OFF -DNINFER_CUDA=OFF > "$BUILD/cmake.log" 2>&1 || { cat "$BUILD/cmake.log"; exit 1; }
