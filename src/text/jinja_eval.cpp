@@ -240,6 +240,9 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, int line)
       }
       if (seq->is_string()) check_string_size(len * size_t(n), line);
       else check_list_size(len * size_t(n), line);
+      // NOTE: an empty sequence times n is empty at once (found by fuzz_chat_template:
+      // `[] * 2 ** 30` looped 2^30 times appending nothing).
+      if (len == 0) return seq->is_string() ? Value(std::string()) : Value(List{});
       if (seq->is_string()) {
         std::string s;
         for (int64_t k = 0; k < n; ++k) s += seq->as_string();
