@@ -2,13 +2,15 @@
 # Installs the Debian packages ninfer's build and tests need (Debian 12). Idempotent.
 #   scripts/deps.sh              the build and test dependencies
 #   scripts/deps.sh --figures    also python3-matplotlib, for scripts/make_figures.py (optional)
+#   scripts/deps.sh --fuzz       also clang 14 with libFuzzer and its OpenMP, for scripts/fuzz.sh
 set -euo pipefail
 PKGS=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev nlohmann-json3-dev libfmt-dev
       libcli11-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libssl-dev)
 for a in "$@"; do
   case "$a" in
     --figures) PKGS+=(python3-matplotlib) ;;
-    *) echo "scripts/deps.sh: unknown option '$a' (expected --figures)" >&2; exit 2 ;;
+    --fuzz) PKGS+=(clang libclang-rt-14-dev libomp-14-dev) ;;
+    *) echo "scripts/deps.sh: unknown option '$a' (expected --figures or --fuzz)" >&2; exit 2 ;;
   esac
 done
 missing=()

@@ -42,30 +42,42 @@ int ModelConfig::max_window() const {
   return w;
 }
 
-int64_t ModelConfig::n_params() const {
-  const int64_t h = hidden;
-  int64_t total = int64_t(vocab) * h + h;
-  if (!tie_embeddings) total += int64_t(vocab) * h;
-  for (int l = 0; l < n_layers; ++l) {
-    int64_t per = h * q_dim() + 2 * h * kv_dim() + int64_t(q_dim()) * h + 2 * h;
-    if (qk_norm) per += 2 * head_dim;
-    if (qk_norm_full) per += q_dim() + kv_dim();
-    if (qkv_bias) per += q_dim() + 2 * kv_dim();
-    if (size_t(l) < layers.size() && layers[size_t(l)].moe)
-      per += int64_t(n_experts) * 3 * h * moe_ffn + int64_t(n_experts) * h;
+namespace {
+
+constexpr int kMaxLayers = 4096;
+
+// NOTE: in 128-bit arithmetic, so that the parser can refuse a config whose shapes imply more
+// parameters than an int64 holds (each field may be up to 2^30) instead of overflowing.
+using wide = __int128;
+
+wide params_wide(const ModelConfig& c) {
+  const wide h = c.hidden, q = wide(c.n_heads) * c.head_dim, kv = wide(c.n_kv_heads) * c.head_dim;
+  wide total = wide(c.vocab) * h + h;
+  if (!c.tie_embeddings) total += wide(c.vocab) * h;
+  for (int l = 0; l < c.n_layers; ++l) {
+    wide per = h * q + 2 * h * kv + q * h + 2 * h;
+    if (c.qk_norm) per += 2 * c.head_dim;
+    if (c.qk_norm_full) per += q + kv;
+    if (c.qkv_bias) per += q + 2 * kv;
+    if (size_t(l) < c.layers.size() && c.layers[size_t(l)].moe)
+      per += wide(c.n_experts) * 3 * h * c.moe_ffn + wide(c.n_experts) * h;
     else
-      per += 3 * h * ffn;
+      per += 3 * h * c.ffn;
     total += per;
   }
   return total;
 }
 
+}  // namespace
+
+int64_t ModelConfig::n_params() const { return int64_t(params_wide(*this)); }
+
 int64_t ModelConfig::n_active_params() const {
   if (n_experts == 0) return n_params();
-  int64_t n = n_params();
+  wide n = params_wide(*this);
   for (const LayerSpec& l : layers)
-    if (l.moe) n -= int64_t(n_experts - top_k) * 3 * hidden * moe_ffn;
-  return n;
+    if (l.moe) n -= wide(n_experts - top_k) * 3 * hidden * moe_ffn;
+  return int64_t(n);
 }
 
 std::string read_file(const std::filesystem::path& path) {
@@ -80,7 +92,7 @@ ModelConfig parse_model_config(const std::string& text, const std::string& src) 
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range: a number past double range
     fail("{}: invalid JSON: {}", src, e.what());
   }
   if (!j.is_object()) fail("{}: expected a JSON object", src);
@@ -108,6 +120,11 @@ ModelConfig parse_model_config(const std::string& text, const std::string& src) 
   }
   ConfigReader r{body, src, nested ? "text_config." : ""};
   c.n_layers = r.get_int("num_hidden_layers");
+  // NOTE: 4096 is 30x the deepest open model (Llama 3.1 405B: 126); a config may otherwise ask
+  // for 2^30 layers, and the engine allocates per-layer state before reading any weight.
+  if (c.n_layers > kMaxLayers)
+    fail("{}: field '{}num_hidden_layers' = {} is more than the {} layers ninfer supports", src,
+         nested ? "text_config." : "", c.n_layers, kMaxLayers);
   c.hidden = r.get_int("hidden_size");
   c.n_heads = r.get_int("num_attention_heads");
   c.n_kv_heads = r.get_int_or("num_key_value_heads", c.n_heads);
@@ -123,6 +140,8 @@ ModelConfig parse_model_config(const std::string& text, const std::string& src) 
     c.head_dim = c.hidden / c.n_heads;
   }
   if (c.head_dim % 2 != 0) fail("{}: head_dim {} must be even for rotary embeddings", src, c.head_dim);
+  if (int64_t(c.n_heads) * c.head_dim > (int64_t(1) << 30))
+    fail("{}: num_attention_heads {} x head_dim {} is out of range", src, c.n_heads, c.head_dim);
   if (c.n_heads % c.n_kv_heads != 0)
     fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", src, c.n_heads, c.n_kv_heads);
   c.rms_eps = float(r.has("rms_norm_eps") ? r.get_num("rms_norm_eps") : r.get_num("layer_norm_eps"));
@@ -134,6 +153,12 @@ ModelConfig parse_model_config(const std::string& text, const std::string& src) 
   c.family->parse(r, c);
   NINFER_CHECK(int(c.layers.size()) == c.n_layers, "{}: family {} left {} layer specs", src, c.family->name,
                c.layers.size());
+  // NOTE: 2^50 (10^15) parameters is 500x the largest open model; beyond it the shape arithmetic
+  // (weights, capacity) would overflow int64.
+  if (params_wide(c) > (wide(1) << 50))
+    fail("{}: the shapes (hidden_size, num_hidden_layers, intermediate_size, vocab_size, heads, experts) imply "
+         "{:.3g} parameters: out of range",
+         src, double(params_wide(c)));
   for (const ConfigReader* rr : {&top, &r}) {
     if (rr->has("bos_token_id") && !c.bos_id) {
       std::vector<int32_t> b = ids_field(rr->j["bos_token_id"], src, "bos_token_id");

@@ -52,26 +52,26 @@ MappedFile::~MappedFile() {
   if (data_) munmap(const_cast<uint8_t*>(data_), size_);
 }
 
-void TensorStore::add_file(const std::filesystem::path& path) {
-  auto mf = std::make_unique<MappedFile>(path);
-  const std::string fname = path.filename().string();
-  if (mf->size() < 8) fail("{}: truncated file ({} bytes, no safetensors header)", path.string(), mf->size());
+std::vector<TensorInfo> parse_safetensors(const uint8_t* data, size_t size, const std::string& path) {
+  const std::string fname = std::filesystem::path(path).filename().string();
+  if (size < 8) fail("{}: truncated file ({} bytes, no safetensors header)", path, size);
   uint64_t hlen;
-  std::memcpy(&hlen, mf->data(), 8);
-  if (hlen > mf->size() - 8) {
+  std::memcpy(&hlen, data, 8);
+  if (hlen > size - 8) {
     fail("{}: header length {} runs past the end of the file ({} bytes): truncated or not a "
          "safetensors file",
-         path.string(), hlen, mf->size());
+         path, hlen, size);
   }
   json h;
   try {
-    h = json::parse(mf->data() + 8, mf->data() + 8 + hlen);
-  } catch (const json::parse_error& e) {
-    fail("{}: invalid safetensors JSON header: {}", path.string(), e.what());
+    h = json::parse(data + 8, data + 8 + hlen);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range: a number past double range
+    fail("{}: invalid safetensors JSON header: {}", path, e.what());
   }
-  if (!h.is_object()) fail("{}: safetensors header is not a JSON object", path.string());
-  const uint8_t* base = mf->data() + 8 + hlen;
-  const size_t data_size = mf->size() - 8 - hlen;
+  if (!h.is_object()) fail("{}: safetensors header is not a JSON object", path);
+  const uint8_t* base = data + 8 + hlen;
+  const size_t data_size = size - 8 - hlen;
+  std::vector<TensorInfo> out;
   for (auto it = h.begin(); it != h.end(); ++it) {
     if (it.key() == "__metadata__") continue;
     const json& e = it.value();
@@ -82,34 +82,49 @@ void TensorStore::add_file(const std::filesystem::path& path) {
     if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") ||
         !e["shape"].is_array() || !e.contains("data_offsets") || !e["data_offsets"].is_array() ||
         e["data_offsets"].size() != 2) {
-      fail("{}: tensor '{}': header entry needs dtype, shape and data_offsets[2]", path.string(), name);
+      fail("{}: tensor '{}': header entry needs dtype, shape and data_offsets[2]", path, name);
     }
     std::string dt = e["dtype"].get<std::string>();
     if (!parse_safetensors_dtype(dt, &t.dtype))
-      fail("{}: tensor '{}': unsupported dtype '{}'", path.string(), name, dt);
+      fail("{}: tensor '{}': unsupported dtype '{}'", path, name, dt);
     for (const json& d : e["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        fail("{}: tensor '{}': bad shape {}", path.string(), name, e["shape"].dump());
+        fail("{}: tensor '{}': bad shape {}", path, name, e["shape"].dump());
       t.shape.push_back(d.get<int64_t>());
     }
     const json& off = e["data_offsets"];
     if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      fail("{}: tensor '{}': data_offsets must be non-negative integers", path.string(), name);
+      fail("{}: tensor '{}': data_offsets must be non-negative integers", path, name);
     uint64_t b = off[0].get<uint64_t>(), en = off[1].get<uint64_t>();
     if (b > en || en > data_size) {
       fail("{}: tensor '{}': data_offsets [{}, {}] lie outside the data section ({} bytes): file "
            "truncated or header corrupt",
-           path.string(), name, b, en, data_size);
+           path, name, b, en, data_size);
     }
-    uint64_t want = uint64_t(t.numel()) * dtype_size(t.dtype);
+    // NOTE: the byte count is computed with overflow checks: a shape whose product wraps
+    // around (e.g. [2^32, 2^32] of F32 is 0 mod 2^64) would otherwise pass with 0 bytes.
+    uint64_t want = dtype_size(t.dtype);
+    bool wraps = false;
+    for (int64_t d : t.shape) wraps = wraps || __builtin_mul_overflow(want, uint64_t(d), &want);
+    if (wraps || want > uint64_t(INT64_MAX))
+      fail("{}: tensor '{}': shape {} of {} has more bytes than any file can hold", path, name, t.shape_str(), dt);
     if (en - b != want) {
-      fail("{}: tensor '{}': data_offsets span {} bytes but shape {} of {} needs {}", path.string(),
+      fail("{}: tensor '{}': data_offsets span {} bytes but shape {} of {} needs {}", path,
            name, en - b, t.shape_str(), dt, want);
     }
     t.data = base + b;
     t.nbytes = size_t(want);
-    if (tensors_.count(name)) fail("{}: tensor '{}' appears in more than one file", path.string(), name);
-    tensors_.emplace(name, std::move(t));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+void TensorStore::add_file(const std::filesystem::path& path) {
+  auto mf = std::make_unique<MappedFile>(path);
+  for (TensorInfo& t : parse_safetensors(mf->data(), mf->size(), path.string())) {
+    if (tensors_.count(t.name)) fail("{}: tensor '{}' appears in more than one file", path.string(), t.name);
+    std::string name = t.name;
+    tensors_.emplace(std::move(name), std::move(t));
   }
   files_.push_back(std::move(mf));
 }
@@ -128,7 +143,7 @@ std::unique_ptr<TensorStore> TensorStore::open(const std::filesystem::path& dir)
     json j;
     try {
       j = json::parse(read_file(index));
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range: a number past double range
       fail("{}: invalid JSON: {}", index.string(), e.what());
     }
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())

@@ -27,6 +27,11 @@ struct TensorInfo {
   std::string shape_str() const;  // "[512, 2048]"
 };
 
+// Parses one safetensors file image `data` [size] (the header and its tensor table, every
+// entry checked against the data section); each TensorInfo's data points into `data`.
+// `path` names the file in errors.
+std::vector<TensorInfo> parse_safetensors(const uint8_t* data, size_t size, const std::string& path);
+
 class MappedFile {
  public:
   explicit MappedFile(const std::filesystem::path& path);

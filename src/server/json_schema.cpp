@@ -312,7 +312,14 @@ bool number_complete(int32_t phase) { return phase == 2 || phase == 3 || phase =
 // Object phases.
 enum : int32_t { kObjOpen = 0, kObjFirst, kObjKey, kObjColon, kObjValue, kObjAfter, kObjNext };
 // String phases.
-enum : int32_t { kStrOpen = 0, kStrIn, kStrEsc, kStrHex };
+// String phases. kStrLowEsc / kStrLowU: the '\\' and 'u' that must follow a high surrogate.
+enum : int32_t { kStrOpen = 0, kStrIn, kStrEsc, kStrHex, kStrLowEsc, kStrLowU };
+// Frame::aux in kStrIn: continuation bytes the current UTF-8 character still needs (bits 0-2)
+// and which range its first continuation byte must lie in (kUtf8*, bits 3-5: the
+// overlong, surrogate and past-U+10FFFF encodings are not UTF-8). In kStrHex: hex digits seen
+// (bits 0-2) and the kHex* flags.
+enum : int32_t { kUtf8E0 = 1 << 3, kUtf8ED = 2 << 3, kUtf8F0 = 3 << 3, kUtf8F4 = 4 << 3 };
+enum : int32_t { kHexD = 1 << 3, kHexHigh = 1 << 4, kHexLow = 1 << 5 };
 
 bool frame_complete(const JsonGrammar& g, const JsonMatcher::Frame& f) {
   const Node& n = g.nodes[size_t(f.node)];
@@ -349,7 +356,11 @@ Act frame_step(const JsonGrammar& g, JsonMatcher::Frame& f, uint8_t c, int32_t* 
           // closes, and a new character starts, only once it is complete.
           if (f.aux > 0) {
             if ((c & 0xC0) != 0x80) return Act::kReject;
-            --f.aux;
+            const int32_t range = f.aux & ~7;
+            if ((range == kUtf8E0 && c < 0xA0) || (range == kUtf8ED && c > 0x9F) || (range == kUtf8F0 && c < 0x90) ||
+                (range == kUtf8F4 && c > 0x8F))
+              return Act::kReject;
+            f.aux = (f.aux & 7) - 1;
             return Act::kConsume;
           }
           if (c == '"') return f.n >= n.min_n ? Act::kConsumePop : Act::kReject;
@@ -357,6 +368,7 @@ Act frame_step(const JsonGrammar& g, JsonMatcher::Frame& f, uint8_t c, int32_t* 
           if (n.max_n >= 0 && f.n >= n.max_n) return Act::kReject;
           ++f.n;
           f.aux = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
+          f.aux |= c == 0xE0 ? kUtf8E0 : c == 0xED ? kUtf8ED : c == 0xF0 ? kUtf8F0 : c == 0xF4 ? kUtf8F4 : 0;
           if (c == '\\') f.phase = kStrEsc;
           return Act::kConsume;
         case kStrEsc:
@@ -370,13 +382,39 @@ Act frame_step(const JsonGrammar& g, JsonMatcher::Frame& f, uint8_t c, int32_t* 
             return Act::kConsume;
           }
           return Act::kReject;
-        default:  // kStrHex
+        case kStrLowEsc:
+          if (c != '\\') return Act::kReject;
+          f.phase = kStrLowU;
+          return Act::kConsume;
+        case kStrLowU:
+          if (c != 'u') return Act::kReject;
+          f.phase = kStrHex;
+          f.aux = kHexLow;
+          return Act::kConsume;
+        default: {  // kStrHex
+          // NOTE: \uD800-\uDBFF must be followed by \uDC00-\uDFFF and a low surrogate may not
+          // stand alone: JSON parsers (nlohmann's among them) refuse unpaired surrogates.
+          // Checked digit by digit, so the matcher never enters an escape it cannot finish.
           if (!is_hex(c)) return Act::kReject;
-          if (++f.aux == 4) {
-            f.phase = kStrIn;
+          const int32_t k = f.aux & 7;
+          const bool d = c == 'd' || c == 'D';
+          const bool c_to_f = (c >= 'c' && c <= 'f') || (c >= 'C' && c <= 'F');
+          const bool eight_to_b = (c >= '8' && c <= '9') || (c >= 'a' && c <= 'b') || (c >= 'A' && c <= 'B');
+          if (f.aux & kHexLow) {
+            if ((k == 0 && !d) || (k == 1 && !c_to_f)) return Act::kReject;
+          } else if (k == 0 && d) {
+            f.aux |= kHexD;
+          } else if (k == 1 && (f.aux & kHexD)) {
+            if (c_to_f) return Act::kReject;
+            if (eight_to_b) f.aux |= kHexHigh;
+          }
+          f.aux = (f.aux & ~7) | (k + 1);
+          if (k + 1 == 4) {
+            f.phase = (f.aux & kHexHigh) && !(f.aux & kHexLow) ? kStrLowEsc : kStrIn;
             f.aux = 0;
           }
           return Act::kConsume;
+        }
       }
     case Kind::kNumber:
     case Kind::kInteger: {

@@ -263,7 +263,16 @@ json error_body(const ApiError& e) {
 
 json parse_body(const std::string& text) {
   try {
-    return json::parse(text);
+    // The depth is checked while parsing: what reads the body afterwards (the ordered parse's
+    // copy, jinja::from_json, dump) recurses through it.
+    return json::parse(text, [](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxJsonDepth)
+        throw ApiError{400,
+                       fmt::format("the request body nests deeper than {} levels (the JSON depth limit, kMaxJsonDepth)",
+                                   kMaxJsonDepth),
+                       "invalid_request_error", "", "invalid_json"};
+      return true;
+    });
   } catch (const json::parse_error& e) {
     throw ApiError{400,
                    fmt::format("the request body is not valid JSON (byte {}): {}", e.byte, e.what()),

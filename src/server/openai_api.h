@@ -63,6 +63,10 @@ struct PromptInput {
 constexpr int kMaxChoices = 16;       // n, best_of
 constexpr size_t kMaxPrompts = 32;    // prompts in one /v1/completions request
 constexpr int kMaxTopLogprobs = 20;   // OpenAI's limit for top_logprobs (vLLM's too)
+// NOTE: request bodies nested deeper than this are refused: everything that reads a body after
+// parsing it (jinja::from_json for tools and kwargs, dump, the ordered copy) recurses once per
+// level, and a 200 KB body of brackets overflowed the stack. Tool schemas nest < 20 levels.
+constexpr int kMaxJsonDepth = 128;
 
 // tool_choice: automatic covers "auto" and "none" (what the template is shown decides those);
 // required and named constrain sampling (ApiRequest::grammar).

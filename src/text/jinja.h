@@ -14,6 +14,9 @@
 // items, get, ...); {% macro %} (defaults, varargs/kwargs; no {% call %}).
 // Anything else (an unknown tag, filter, test, or an unsupported operation) is an Error
 // that names the construct and the template line.
+//
+// Limits: a template (or the values given to it) is untrusted input, so parsing and rendering
+// are bounded; exceeding a bound is an Error that names it (the constants below).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -25,6 +28,15 @@
 #include <vector>
 
 namespace ninfer::jinja {
+
+// NOTE: the bounds are far above what real chat templates use (nesting < 20, a few KB of
+// output, loops over the messages and tools) and low enough that a hostile template cannot
+// overflow the stack (parser, evaluator and tree destructor all recurse) or exhaust memory.
+inline constexpr int kMaxNesting = 200;              // parse: nested blocks, brackets, operator chains
+inline constexpr int kMaxCallDepth = 100;            // render: nested macro calls (recursion)
+inline constexpr size_t kMaxOutputBytes = 16 << 20;  // render: text produced, and any one string built
+inline constexpr size_t kMaxListItems = 1 << 20;     // render: items of any one list built (range, +, *)
+inline constexpr int64_t kMaxLoopIterations = 1 << 20;  // render: for-loop iterations in all
 
 class Value;
 using List = std::vector<Value>;

@@ -53,6 +53,10 @@ const std::unordered_map<std::string, Value>& builtin_globals();
 
 // Operations shared by the evaluator and the built-ins.
 Value binary_op(const std::string& op, const Value& a, const Value& b, int line);
+// The size bounds of jinja.h for strings and lists about to be built (Error naming the limit).
+void check_string_size(size_t n, int line);
+void check_list_size(size_t n, int line);
+[[noreturn]] void overflow_error(const std::string& op, int line);
 bool contains(const Value& container, const Value& item, int line);
 bool less_than(const Value& a, const Value& b, int line);
 Value get_attr(const Value& obj, const std::string& name, int line);
@@ -68,7 +72,14 @@ class Context {
   void push() { scopes_.emplace_back(); }
   void pop() { scopes_.pop_back(); }
 
+  // Accounting for the render limits of jinja.h (each throws an Error naming its limit).
+  void wrote(size_t n, int line);     // n more bytes of text produced (kMaxOutputBytes)
+  void iterations(size_t n, int line);  // n more loop iterations (kMaxLoopIterations)
+  int call_depth = 0;                 // macro calls in progress (kMaxCallDepth)
+
  private:
+  size_t written_ = 0;
+  int64_t iterations_ = 0;
   const Value& root_;
   std::vector<std::unordered_map<std::string, Value>> scopes_;
 };

@@ -610,7 +610,9 @@ Value call_method(const Value& obj, const std::string& name, const std::vector<V
     }
     if (name == "splitlines") return Value(py_splitlines(s));
     if (name == "removeprefix" || name == "removesuffix") {
-      const std::string& x = need_string(arg(args, kw, 0, name == "removeprefix" ? "prefix" : "suffix"), name.c_str(), line);
+      // NOTE: the argument is held in a variable: need_string returns a reference into it.
+      const Value xv = arg(args, kw, 0, name == "removeprefix" ? "prefix" : "suffix");
+      const std::string& x = need_string(xv, name.c_str(), line);
       if (name == "removeprefix") return Value(s.starts_with(x) ? s.substr(x.size()) : s);
       return Value(s.ends_with(x) ? s.substr(0, s.size() - x.size()) : s);
     }
@@ -654,7 +656,8 @@ Value call_method(const Value& obj, const std::string& name, const std::vector<V
       return Value(k == std::string::npos ? int64_t(-1) : static_cast<int64_t>(k));
     }
     if (name == "count") {
-      const std::string& sub = need_string(arg(args, kw, 0, "sub"), "count()", line);
+      const Value subv = arg(args, kw, 0, "sub");  // held: need_string returns a reference into it
+      const std::string& sub = need_string(subv, "count()", line);
       int64_t n = 0;
       for (size_t k = s.find(sub); !sub.empty() && k != std::string::npos; k = s.find(sub, k + sub.size())) ++n;
       return Value(n);
@@ -710,8 +713,14 @@ const std::unordered_map<std::string, Value>& builtin_globals() {
       int64_t start = a.size() > 1 ? a[0].as_int() : 0, stop = a.size() > 1 ? a[1].as_int() : a[0].as_int();
       int64_t step = a.size() > 2 ? a[2].as_int() : 1;
       if (step == 0) fail("chat template: range() step must not be zero");
+      // The count first (in unsigned arithmetic: stop - start may not fit an int64).
+      uint64_t count = 0;
+      if (step > 0 && start < stop) count = (uint64_t(stop) - uint64_t(start) - 1) / uint64_t(step) + 1;
+      if (step < 0 && start > stop) count = (uint64_t(start) - uint64_t(stop) - 1) / (0 - uint64_t(step)) + 1;
+      check_list_size(count, 0);
       List out;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
+      out.reserve(count);
+      for (uint64_t k = 0; k < count; ++k) out.emplace_back(int64_t(uint64_t(start) + k * uint64_t(step)));
       return Value(std::move(out));
     });
     auto make_dict = [](bool ns) {

@@ -2,6 +2,8 @@
 // variable scopes, and Template::parse/render.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "text/jinja_nodes.h"
@@ -68,6 +70,23 @@ List slice_list(const List& l, const Value& start, const Value& stop, const Valu
 
 // ---- shared operations ------------------------------------------------------------------
 
+void check_string_size(size_t n, int line) {
+  if (n > kMaxOutputBytes)
+    fail("chat template line {}: a string of {} bytes would exceed the output limit of {} bytes "
+         "(kMaxOutputBytes)",
+         line, n, kMaxOutputBytes);
+}
+
+void check_list_size(size_t n, int line) {
+  if (n > kMaxListItems)
+    fail("chat template line {}: a list of {} items would exceed the list limit of {} items (kMaxListItems)",
+         line, n, kMaxListItems);
+}
+
+[[noreturn]] void overflow_error(const std::string& op, int line) {
+  fail("chat template line {}: integer overflow in '{}' (integers are 64-bit)", line, op);
+}
+
 List iterate(const Value& v, int line) {
   switch (v.type()) {
     case Value::Type::Undefined:
@@ -130,7 +149,11 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, int line)
     fail("chat template line {}: unsupported operand types for {}: '{}' and '{}'", line, op, a.type_name(),
          b.type_name());
   };
-  if (op == "~") return Value(a.str() + b.str());
+  if (op == "~") {
+    std::string x = a.str(), y = b.str();
+    check_string_size(x.size() + y.size(), line);
+    return Value(x + y);
+  }
   if (op == "==") return Value(a == b);
   if (op == "!=") return Value(!(a == b));
   if (op == "<") return Value(less_than(a, b, line));
@@ -144,9 +167,17 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, int line)
 
   if (is_numeric(a) && is_numeric(b)) {
     bool ints = is_integral(a) && is_integral(b);
-    if (op == "+") return ints ? Value(to_int(a) + to_int(b)) : Value(a.as_double() + b.as_double());
-    if (op == "-") return ints ? Value(to_int(a) - to_int(b)) : Value(a.as_double() - b.as_double());
-    if (op == "*") return ints ? Value(to_int(a) * to_int(b)) : Value(a.as_double() * b.as_double());
+    if (ints && (op == "+" || op == "-" || op == "*")) {
+      int64_t r = 0;
+      const bool over = op == "+"   ? __builtin_add_overflow(to_int(a), to_int(b), &r)
+                        : op == "-" ? __builtin_sub_overflow(to_int(a), to_int(b), &r)
+                                    : __builtin_mul_overflow(to_int(a), to_int(b), &r);
+      if (over) overflow_error(op, line);
+      return Value(r);
+    }
+    if (op == "+") return Value(a.as_double() + b.as_double());
+    if (op == "-") return Value(a.as_double() - b.as_double());
+    if (op == "*") return Value(a.as_double() * b.as_double());
     if (op == "/") {
       if (b.as_double() == 0) fail("chat template line {}: division by zero", line);
       return Value(a.as_double() / b.as_double());
@@ -155,6 +186,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, int line)
       if (b.as_double() == 0) fail("chat template line {}: integer division or modulo by zero", line);
       if (ints) {
         int64_t x = to_int(a), y = to_int(b);
+        if (x == INT64_MIN && y == -1) overflow_error(op, line);
         int64_t q = x / y, r = x % y;
         if (r != 0 && ((r < 0) != (y < 0))) {  // floor, as in Python
           --q;
@@ -167,9 +199,16 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, int line)
       return Value(op == "//" ? q : x - q * y);
     }
     if (op == "**") {
-      if (ints && to_int(b) >= 0) {
-        int64_t r = 1;
-        for (int64_t k = 0; k < to_int(b); ++k) r *= to_int(a);
+      if (ints && to_int(b) >= 0) {  // by squaring: the exponent may be huge when the base is 0 or +-1
+        int64_t r = 1, base = to_int(a), e = to_int(b);
+        while (e > 0) {
+          if ((e & 1) && __builtin_mul_overflow(r, base, &r)) overflow_error(op, line);
+          e >>= 1;
+          if (e > 0 && __builtin_mul_overflow(base, base, &base)) {
+            if (r == 0) break;
+            overflow_error(op, line);
+          }
+        }
         return Value(r);
       }
       return Value(std::pow(a.as_double(), b.as_double()));
@@ -177,8 +216,12 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, int line)
     return type_error();
   }
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+    if (a.is_string() && b.is_string()) {
+      check_string_size(a.as_string().size() + b.as_string().size(), line);
+      return Value(a.as_string() + b.as_string());
+    }
     if (a.is_list() && b.is_list()) {
+      check_list_size(a.as_list().size() + b.as_list().size(), line);
       List l = a.as_list();
       l.insert(l.end(), b.as_list().begin(), b.as_list().end());
       return Value(std::move(l));
@@ -190,6 +233,16 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, int line)
     const Value* count = seq == &a ? &b : &a;
     if (seq && (seq->is_string() || seq->is_list())) {
       int64_t n = std::max<int64_t>(0, to_int(*count));
+      const size_t len = seq->is_string() ? seq->as_string().size() : seq->as_list().size();
+      if (len > 0 && uint64_t(n) > kMaxOutputBytes) {
+        if (seq->is_string()) check_string_size(kMaxOutputBytes + 1, line);
+        check_list_size(kMaxListItems + 1, line);
+      }
+      if (seq->is_string()) check_string_size(len * size_t(n), line);
+      else check_list_size(len * size_t(n), line);
+      // NOTE: an empty sequence times n is empty at once (found by fuzz_chat_template:
+      // `[] * 2 ** 30` looped 2^30 times appending nothing).
+      if (len == 0) return seq->is_string() ? Value(std::string()) : Value(List{});
       if (seq->is_string()) {
         std::string s;
         for (int64_t k = 0; k < n; ++k) s += seq->as_string();
@@ -360,6 +413,25 @@ struct ScopeGuard {
   ~ScopeGuard() { ctx.pop(); }
 };
 
+// Whether `target` is `v` or inside it (each list and dict visited once).
+bool reaches(const Value& v, const Dict* target) {
+  std::unordered_set<const void*> seen;
+  std::vector<const Value*> todo = {&v};
+  while (!todo.empty()) {
+    const Value* x = todo.back();
+    todo.pop_back();
+    if (x->is_list()) {
+      if (!seen.insert(&x->as_list()).second) continue;
+      for (const Value& e : x->as_list()) todo.push_back(&e);
+    } else if (x->is_dict()) {
+      if (&x->as_dict() == target) return true;
+      if (!seen.insert(&x->as_dict()).second) continue;
+      for (const auto& kv : x->as_dict().items) todo.push_back(&kv.second);
+    }
+  }
+  return false;
+}
+
 void bind_targets(Context& ctx, const std::vector<std::string>& names, const Value& v, int line) {
   if (names.size() == 1) {
     ctx.set(names[0], v);
@@ -372,7 +444,27 @@ void bind_targets(Context& ctx, const std::vector<std::string>& names, const Val
 
 }  // namespace
 
-void OutputNode::render(Context& ctx, std::string& out) const { out += e->eval(ctx).str(); }
+void Context::wrote(size_t n, int line) {
+  written_ += n;
+  if (written_ > kMaxOutputBytes)
+    fail("chat template line {}: the render produced more than {} bytes of text (the output limit, "
+         "kMaxOutputBytes)",
+         line, kMaxOutputBytes);
+}
+
+void Context::iterations(size_t n, int line) {
+  iterations_ += static_cast<int64_t>(std::min<size_t>(n, size_t(kMaxLoopIterations) + 1));
+  if (iterations_ > kMaxLoopIterations)
+    fail("chat template line {}: the render ran more than {} loop iterations (the loop limit, "
+         "kMaxLoopIterations)",
+         line, kMaxLoopIterations);
+}
+
+void OutputNode::render(Context& ctx, std::string& out) const {
+  std::string s = e->eval(ctx).str();
+  ctx.wrote(s.size(), line);
+  out += s;
+}
 
 void IfNode::render(Context& ctx, std::string& out) const {
   for (const auto& [cond, body] : branches) {
@@ -386,6 +478,7 @@ void IfNode::render(Context& ctx, std::string& out) const {
 
 void ForNode::render(Context& ctx, std::string& out) const {
   List items = iterate(iter->eval(ctx), line);
+  ctx.iterations(items.size(), line);
   if (cond) {
     List kept;
     for (const Value& it : items) {
@@ -434,6 +527,11 @@ void SetNode::render(Context& ctx, std::string&) const {
     if (!target.is_dict() || !target.as_dict().is_namespace)
       fail("chat template line {}: cannot set attribute '{}' on '{}' (a '{}'); only namespace() objects allow it",
            line, attr, names[0], target.type_name());
+    // Lists and dicts are shared by reference, so this is the one way a template could make a
+    // value contain itself (which str, tojson and == would then recurse through forever).
+    if (reaches(v, &target.as_dict()))
+      fail("chat template line {}: cannot set '{}.{}' to a value that contains '{}' (a cycle)", line, names[0], attr,
+           names[0]);
     target.as_dict().set(attr, std::move(v));
     return;
   }
@@ -451,6 +549,15 @@ void MacroNode::render(Context& ctx, std::string&) const {
   // through that context's variables, so it cannot be called after the render ends.
   Context* c = &ctx;
   ctx.set(name, Value::function([this, c](const std::vector<Value>& args, const Kwargs& kwargs) {
+    if (c->call_depth >= kMaxCallDepth)
+      fail("chat template line {}: macro '{}' called with {} macro calls already in progress (the "
+           "recursion limit, kMaxCallDepth = {})",
+           line, name, c->call_depth, kMaxCallDepth);
+    struct Depth {
+      int& d;
+      explicit Depth(int& x) : d(x) { ++d; }
+      ~Depth() { --d; }
+    } depth(c->call_depth);
     ScopeGuard g(*c);
     List varargs;
     for (size_t k = params.size(); k < args.size(); ++k) varargs.push_back(args[k]);
@@ -460,7 +567,9 @@ void MacroNode::render(Context& ctx, std::string&) const {
       c->set(params[k].first, args[k]);
       bound[k] = true;
     }
-    for (const auto& [key, v] : kwargs) {
+    for (const auto& kv : kwargs) {
+      const std::string& key = kv.first;  // NOTE: not a structured binding: clang 14 cannot capture one
+      const Value& v = kv.second;
       auto it = std::find_if(params.begin(), params.end(), [&](const auto& p) { return p.first == key; });
       if (it == params.end()) {
         extra.set(key, v);

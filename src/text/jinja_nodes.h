@@ -87,7 +87,10 @@ struct CondExpr : Expr {
 
 struct TextNode : Node {
   std::string text;
-  void render(Context&, std::string& out) const override { out += text; }
+  void render(Context& ctx, std::string& out) const override {
+    ctx.wrote(text.size(), line);
+    out += text;
+  }
 };
 
 struct OutputNode : Node {

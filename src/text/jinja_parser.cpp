@@ -64,6 +64,25 @@ class Parser {
     ++i_;
   }
 
+  // Bounds the syntax tree's depth (kMaxNesting): one level per nested block or expression and
+  // one per link of an operator, filter or postfix chain (`a ~ b ~ c` is a tree of depth 3),
+  // since evaluating and destroying the tree both recurse through it.
+  struct Nest {
+    Parser& p;
+    int n = 0;
+    explicit Nest(Parser& pp, int levels = 1) : p(pp) {
+      for (int k = 0; k < levels; ++k) deeper();
+    }
+    void deeper() {
+      ++n;
+      if (++p.depth_ > kMaxNesting)
+        p.error(fmt::format("the template nests deeper than {} levels (blocks, brackets and operator chains; the "
+                            "nesting limit, kMaxNesting)",
+                            kMaxNesting));
+    }
+    ~Nest() { p.depth_ -= n; }
+  };
+
   template <typename T>
   std::unique_ptr<T> make(int line) {
     auto p = std::make_unique<T>();
@@ -75,6 +94,7 @@ class Parser {
 
   // Parses nodes until a block tag named in `ends` (its name consumed, reported in *which).
   Body parse_body(const std::set<std::string>& ends, std::string* which) {
+    Nest nest(*this);
     Body body;
     while (true) {
       const Token& tk = peek();
@@ -258,6 +278,7 @@ class Parser {
   // ---- expressions ----
 
   ExprPtr parse_expr(bool with_cond = true) {
+    Nest nest(*this);
     int line = peek().line;
     ExprPtr e = parse_or();
     if (with_cond && is_name("if")) {
@@ -283,18 +304,22 @@ class Parser {
   }
 
   ExprPtr parse_or() {
+    Nest nest(*this, 0);
     ExprPtr a = parse_and();
     while (is_name("or")) {
       int line = next().line;
+      nest.deeper();
       a = binary("or", std::move(a), parse_and(), line);
     }
     return a;
   }
 
   ExprPtr parse_and() {
+    Nest nest(*this, 0);
     ExprPtr a = parse_not();
     while (is_name("and")) {
       int line = next().line;
+      nest.deeper();
       a = binary("and", std::move(a), parse_not(), line);
     }
     return a;
@@ -302,6 +327,7 @@ class Parser {
 
   ExprPtr parse_not() {
     if (is_name("not")) {
+      Nest nest(*this);
       auto n = make<Unary>(next().line);
       n->op = "not";
       n->e = parse_not();
@@ -311,9 +337,11 @@ class Parser {
   }
 
   ExprPtr parse_compare() {
+    Nest nest(*this, 0);
     ExprPtr a = parse_math1();
     while (true) {
       int line = peek().line;
+      nest.deeper();
       if (peek().kind == K::Op && (peek().text == "==" || peek().text == "!=" || peek().text == "<" ||
                                    peek().text == "<=" || peek().text == ">" || peek().text == ">=")) {
         std::string op = next().text;
@@ -331,36 +359,44 @@ class Parser {
   }
 
   ExprPtr parse_math1() {
+    Nest nest(*this, 0);
     ExprPtr a = parse_concat();
     while (is_op("+") || is_op("-")) {
       const Token& op = next();
+      nest.deeper();
       a = binary(op.text, std::move(a), parse_concat(), op.line);
     }
     return a;
   }
 
   ExprPtr parse_concat() {
+    Nest nest(*this, 0);
     ExprPtr a = parse_math2();
     while (is_op("~")) {
       int line = next().line;
+      nest.deeper();
       a = binary("~", std::move(a), parse_math2(), line);
     }
     return a;
   }
 
   ExprPtr parse_math2() {
+    Nest nest(*this, 0);
     ExprPtr a = parse_pow();
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
       const Token& op = next();
+      nest.deeper();
       a = binary(op.text, std::move(a), parse_pow(), op.line);
     }
     return a;
   }
 
   ExprPtr parse_pow() {
+    Nest nest(*this, 0);
     ExprPtr a = parse_unary();
     while (is_op("**")) {
       int line = next().line;
+      nest.deeper();
       a = binary("**", std::move(a), parse_unary(), line);
     }
     return a;
@@ -369,6 +405,7 @@ class Parser {
   ExprPtr parse_unary(bool with_filter = true) {
     ExprPtr node;
     if (is_op("-") || is_op("+")) {
+      Nest nest(*this);
       auto u = make<Unary>(peek().line);
       u->op = next().text;
       u->e = parse_unary(false);
@@ -490,8 +527,10 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr node) {
+    Nest nest(*this, 0);
     while (true) {
       int line = peek().line;
+      if (is_op(".") || is_op("[") || is_op("(")) nest.deeper();
       if (is_op(".")) {
         ++i_;
         if (peek().kind == K::Int) {  // x.0 is x[0]
@@ -543,8 +582,10 @@ class Parser {
   }
 
   ExprPtr parse_filters(ExprPtr node) {
+    Nest nest(*this, 0);
     while (true) {
       int line = peek().line;
+      if (is_op("|") || is_name("is")) nest.deeper();
       if (is_op("|")) {
         ++i_;
         auto f = make<FilterExpr>(line);
@@ -604,6 +645,7 @@ class Parser {
   std::vector<Token> t_;
   size_t i_ = 0;
   int loop_depth_ = 0;
+  int depth_ = 0;  // current tree depth, see Nest
 };
 
 }  // namespace

@@ -262,6 +262,10 @@ void Tokenizer::Impl::encode_plain(std::string_view seg, bool at_origin, std::ve
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
   const Impl& im = *impl_;
+  if (text.size() > kMaxEncodeBytes)
+    fail("Tokenizer::encode: the input is {} bytes, more than the tokenizer input limit of {} bytes "
+         "(Tokenizer::kMaxEncodeBytes)",
+         text.size(), kMaxEncodeBytes);
   size_t bad = utf8::first_invalid(text);
   if (bad != text.size()) fail("Tokenizer::encode: input is not valid UTF-8 (byte {})", bad);
 

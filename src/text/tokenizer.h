@@ -30,9 +30,14 @@ class Tokenizer {
   static Tokenizer from_files(const std::filesystem::path& tokenizer_json,
                               const std::filesystem::path& tokenizer_config_json = {});
 
+  // The longest text encode() takes, in bytes. NOTE: 64 MiB is about 16M tokens, 16x the
+  // longest context ninfer runs (1M tokens); the bound keeps every position within the BPE's
+  // int32 symbol arrays and caps the work (and memory) one call can be made to do.
+  static constexpr size_t kMaxEncodeBytes = size_t(64) << 20;
+
   // add_special: add what the post-processor / add_bos_token / add_eos_token asks for
   // (e.g. BOS). Special and added tokens written in `text` are always recognised.
-  // Throws Error if text is not valid UTF-8.
+  // Throws Error if text is not valid UTF-8 or is longer than kMaxEncodeBytes.
   std::vector<int32_t> encode(std::string_view text, bool add_special = true) const;
 
   // Ids with no token (outside the vocabulary) are skipped, as in Hugging Face. Invalid

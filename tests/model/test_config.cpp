@@ -73,6 +73,18 @@ TEST(Config, Errors) {
   expect_error(base_config("LlamaForCausalLM", R"(, "num_key_value_heads": 3)"), "num_key_value_heads");
   expect_error(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": "big", "num_hidden_layers": 2})",
                "hidden_size");
+  // Found by fuzz_model_config: a number past double range threw nlohmann's out_of_range, which
+  // escaped the parser as a foreign exception.
+  expect_error(base_config("LlamaForCausalLM", R"(, "initializer_range": 1e400)"), "invalid JSON");
+  // Shapes whose products overflow: q_dim() in int, the parameter count in int64.
+  expect_error(base_config("LlamaForCausalLM", R"(, "head_dim": 1073741824)"), "num_attention_heads 8 x head_dim");
+  expect_error(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 512, "num_hidden_layers": 1073741824,
+    "num_attention_heads": 8, "intermediate_size": 1024, "vocab_size": 1000, "rms_norm_eps": 1e-6})",
+               "num_hidden_layers' = 1073741824 is more than the 4096 layers");
+  expect_error(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 1073741824, "num_hidden_layers": 4096,
+    "num_attention_heads": 1, "head_dim": 1024, "intermediate_size": 1073741824, "vocab_size": 1073741824,
+    "rms_norm_eps": 1e-6})",
+               "parameters: out of range");
 }
 
 TEST(Config, RopeTypesAndWindows) {

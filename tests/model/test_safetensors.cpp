@@ -108,6 +108,31 @@ TEST(Safetensors, HeaderThatLiesAboutSize) {
   EXPECT_NE(msg.find("'w'"), std::string::npos) << msg;
 }
 
+// A shape whose byte count wraps around 2^64 ([2^32, 2^32] of F32 is 2^66 bytes, 0 mod 2^64)
+// matched an empty data_offsets span (and TensorInfo::numel() overflowed: undefined behaviour).
+TEST(Safetensors, ShapeWhoseSizeWrapsAround) {
+  fs::path d = temp_dir("wrap");
+  write_safetensors(d / "model.safetensors", {},
+                    R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})");
+  std::string msg = expect_error([&] { TensorStore::open(d); });
+  EXPECT_NE(msg.find("'w'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("more bytes than any file"), std::string::npos) << msg;
+  write_safetensors(d / "model.safetensors", {},
+                    R"({"w":{"dtype":"BF16","shape":[4611686018427387904,4],"data_offsets":[0,0]}})");
+  msg = expect_error([&] { TensorStore::open(d); });
+  EXPECT_NE(msg.find("more bytes than any file"), std::string::npos) << msg;
+}
+
+// Found by fuzz_safetensors: a number past double range in the header (1e400) made nlohmann
+// throw out_of_range, not parse_error, and it escaped as a foreign exception.
+TEST(Safetensors, NumberOutOfRangeInHeader) {
+  fs::path d = temp_dir("bignum");
+  write_safetensors(d / "model.safetensors", {},
+                    R"({"__metadata__":{"x":1e400},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})");
+  std::string msg = expect_error([&] { TensorStore::open(d); });
+  EXPECT_NE(msg.find("invalid safetensors JSON header"), std::string::npos) << msg;
+}
+
 TEST(Safetensors, BadJsonHeader) {
   fs::path d = temp_dir("badjson");
   write_safetensors(d / "model.safetensors", {}, R"({"w":{"dtype":)");

@@ -195,5 +195,30 @@ TEST(JsonSchema, StringsHoldOnlyWholeUtf8Characters) {
   EXPECT_TRUE(matches(g, "\"\xF0\x9F\x98\x80\""));            // one four-byte character
 }
 
+// Found by fuzz_json_schema: the matcher let a string hold a lone surrogate escape ("\ud800")
+// and the UTF-8 encodings of surrogates, overlong forms and code points past U+10FFFF; JSON
+// parsers (nlohmann's, the server's own) refuse such text, so constrained output did not parse.
+TEST(JsonSchema, StringsHoldOnlyWhatJsonParsersAccept) {
+  const auto g = compile(R"({"type": "string", "maxLength": 1})");
+  EXPECT_TRUE(matches(g, R"("\ud83d\ude00")"));  // one character as a surrogate pair
+  EXPECT_TRUE(matches(g, R"("\uD7FF")"));
+  EXPECT_TRUE(matches(g, R"("\uE000")"));
+  EXPECT_FALSE(matches(g, R"("\ud800")"));        // high surrogate alone
+  EXPECT_FALSE(matches(g, R"("\ud800x")"));
+  EXPECT_FALSE(matches(g, R"("\ud800\u0041")"));  // high surrogate + a non-surrogate
+  EXPECT_FALSE(matches(g, R"("\udc00")"));        // low surrogate alone
+  EXPECT_FALSE(matches(g, "\"\xED\xA0\x80\""));   // U+D800 in UTF-8
+  EXPECT_FALSE(matches(g, "\"\xE0\x80\xAF\""));   // overlong three-byte form
+  EXPECT_FALSE(matches(g, "\"\xF0\x80\x80\xAF\""));  // overlong four-byte form
+  EXPECT_FALSE(matches(g, "\"\xF4\x90\x80\x80\""));  // U+110000
+  EXPECT_TRUE(matches(g, "\"\xED\x9F\xBF\""));    // U+D7FF
+  EXPECT_TRUE(matches(g, "\"\xF4\x8F\xBF\xBF\""));  // U+10FFFF
+  // Whatever a byte-by-byte walk accepts as complete parses.
+  JsonMatcher m(g);
+  EXPECT_TRUE(m.feed(R"("\udbff\udfff")"));
+  EXPECT_TRUE(m.accepting());
+  EXPECT_TRUE(nlohmann::json::accept(R"("\udbff\udfff")"));
+}
+
 }  // namespace
 }  // namespace ninfer::server

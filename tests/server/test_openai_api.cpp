@@ -270,8 +270,22 @@ TEST(OpenAiApi, MalformedJsonIsA400) {
   } catch (const ApiError& e) {
     EXPECT_EQ(e.code, "invalid_json");
   }
-  // Deep nesting is a parse, not a crash.
-  EXPECT_NO_THROW(parse_body(std::string(100000, '[') + std::string(100000, ']')));
+  // Deep nesting is a 400 naming the limit, not a crash: a body of 100,000 nested brackets in
+  // chat_template_kwargs or a tool's parameters overflowed the stack in jinja::from_json
+  // (found while writing fuzz_openai_request; its inputs are too short to reach that depth).
+  for (const std::string& deep : {std::string(100000, '[') + std::string(100000, ']'),
+                                  R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"a": )" +
+                                      std::string(100000, '[') + std::string(100000, ']') + "}}"}) {
+    try {
+      parse_body(deep);
+      FAIL() << "no error";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400);
+      EXPECT_NE(e.message.find("kMaxJsonDepth"), std::string::npos) << e.message;
+    }
+  }
+  std::string ok = std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']');
+  EXPECT_NO_THROW(parse_body(ok));
 }
 
 TEST(OpenAiApi, ResponseShapes) {
