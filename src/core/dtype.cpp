@@ -97,14 +97,25 @@ void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
     case DType::F32:
       std::memcpy(dst, src, n * 4);
       return;
+    // NOTE: 16-bit values are read with memcpy: a safetensors file need not align a tensor's
+    // data (the header's offsets are byte offsets), and a misaligned uint16_t load is undefined
+    // (UBSan caught it on a test checkpoint).
     case DType::BF16: {
-      const uint16_t* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+      const auto* s = static_cast<const unsigned char*>(src);
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, s + 2 * i, 2);
+        dst[i] = bf16_to_f32(h);
+      }
       return;
     }
     case DType::F16: {
-      const uint16_t* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      const auto* s = static_cast<const unsigned char*>(src);
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, s + 2 * i, 2);
+        dst[i] = f16_to_f32(h);
+      }
       return;
     }
     case DType::F8_E4M3: {
