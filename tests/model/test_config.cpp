@@ -76,6 +76,10 @@ TEST(Config, Errors) {
   // Found by fuzz_model_config: a number past double range threw nlohmann's out_of_range, which
   // escaped the parser as a foreign exception.
   expect_error(base_config("LlamaForCausalLM", R"(, "initializer_range": 1e400)"), "invalid JSON");
+  // Found by fuzz_model_config: query_pre_attn_scalar 0 gave an infinite score scale.
+  expect_error(base_config("Gemma2ForCausalLM", R"(, "query_pre_attn_scalar": 0)"),
+               "field 'query_pre_attn_scalar' must be a positive number, got 0");
+  expect_error(base_config("Gemma2ForCausalLM", R"(, "query_pre_attn_scalar": -4)"), "query_pre_attn_scalar");
   // Shapes whose products overflow: q_dim() in int, the parameter count in int64.
   expect_error(base_config("LlamaForCausalLM", R"(, "head_dim": 1073741824)"), "num_attention_heads 8 x head_dim");
   expect_error(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 512, "num_hidden_layers": 1073741824,

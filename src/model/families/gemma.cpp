@@ -21,7 +21,10 @@ void parse(const ConfigReader& r, ModelConfig& c) {
     r.bad("hidden_activation", fmt::format("'{}' is not supported (only gelu_pytorch_tanh)", act));
   c.act = Activation::GeluTanh;
   c.embed_scale = std::sqrt(float(c.hidden));
-  c.attn_scale = float(1.0 / std::sqrt(r.get_num_or("query_pre_attn_scalar", c.head_dim)));
+  const double qpas = r.get_num_or("query_pre_attn_scalar", c.head_dim);
+  if (!(qpas > 0) || !std::isfinite(qpas))  // its inverse square root scales the scores (found by fuzz_model_config)
+    r.bad("query_pre_attn_scalar", fmt::format("must be a positive number, got {}", qpas));
+  c.attn_scale = float(1.0 / std::sqrt(qpas));
   // NOTE: transformers 5.17's Gemma 3 attention ignores attn_logit_softcapping, and
   // Gemma3ForConditionalGeneration applies no final soft-cap (tests/data/tiny/SEMANTICS.md).
   c.attn_softcap = gemma3 ? 0.0f : float(r.get_num_or("attn_logit_softcapping", 0.0));
