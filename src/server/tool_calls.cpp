@@ -34,7 +34,11 @@ json parse_json(std::string_view s) { return json::parse(s.begin(), s.end(), nul
 
 ToolOutput plain(std::string_view text) { return ToolOutput{std::string(text), {}}; }
 
-ToolOutput parse_hermes(std::string_view text) {
+// <tool_call>BODY</tool_call> blocks (the last one may be cut off by max_tokens or a stop token
+// before its close: its body decides), each body read by `call`; text around them is content.
+// Any body that does not parse leaves the whole text as content.
+template <typename Call>
+ToolOutput parse_tool_call_blocks(std::string_view text, Call&& call) {
   static constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
   ToolOutput r;
   std::string content;
@@ -43,11 +47,10 @@ ToolOutput parse_hermes(std::string_view text) {
     const size_t a = text.find(kOpen, pos);
     if (a == std::string_view::npos) break;
     const size_t body = a + kOpen.size();
-    size_t b = text.find(kClose, body);
-    // A last block cut off by max_tokens or a stop token before its close: its JSON decides.
+    const size_t b = text.find(kClose, body);
     const size_t end = b == std::string_view::npos ? text.size() : b;
     ParsedToolCall c;
-    if (!to_call(parse_json(text.substr(body, end - body)), c)) return plain(text);
+    if (!call(text.substr(body, end - body), c)) return plain(text);
     content += text.substr(pos, a - pos);
     r.calls.push_back(std::move(c));
     pos = b == std::string_view::npos ? text.size() : b + kClose.size();
@@ -56,6 +59,10 @@ ToolOutput parse_hermes(std::string_view text) {
   content += text.substr(pos);
   r.content = trim(content);
   return r;
+}
+
+ToolOutput parse_hermes(std::string_view text) {
+  return parse_tool_call_blocks(text, [](std::string_view body, ParsedToolCall& c) { return to_call(parse_json(body), c); });
 }
 
 // <function=NAME>\n<parameter=K>\nVALUE\n</parameter>...</function> -> a call; false if malformed.
@@ -96,28 +103,7 @@ bool qwen3_coder_call(std::string_view body, ParsedToolCall& out) {
   return true;
 }
 
-ToolOutput parse_qwen3_coder(std::string_view text) {
-  static constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
-  ToolOutput r;
-  std::string content;
-  size_t pos = 0;
-  while (true) {
-    const size_t a = text.find(kOpen, pos);
-    if (a == std::string_view::npos) break;
-    const size_t body = a + kOpen.size();
-    const size_t b = text.find(kClose, body);
-    const size_t end = b == std::string_view::npos ? text.size() : b;
-    ParsedToolCall c;
-    if (!qwen3_coder_call(text.substr(body, end - body), c)) return plain(text);
-    content += text.substr(pos, a - pos);
-    r.calls.push_back(std::move(c));
-    pos = b == std::string_view::npos ? text.size() : b + kClose.size();
-  }
-  if (r.calls.empty()) return plain(text);
-  content += text.substr(pos);
-  r.content = trim(content);
-  return r;
-}
+ToolOutput parse_qwen3_coder(std::string_view text) { return parse_tool_call_blocks(text, qwen3_coder_call); }
 
 ToolOutput parse_llama3(std::string_view text) {
   std::string_view t = text;
