@@ -22,6 +22,7 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -107,6 +108,57 @@ uint16_t best_scale_codes(const float* x, const float* raw_scales, int n_scales,
     }
   }
   return best_bits;
+}
+
+// Decoding helpers. The decoders are the inner loop of the CPU attention (every cached row is
+// decoded at every step), so they convert each scale once per group and use these branch-free
+// inline conversions, which GCC vectorizes; each equals, bit for bit, the reference it names.
+
+// c ? a : b as a bit mask. NOTE: GCC (12) turns a ternary on integers into control flow that
+// its vectorizer gives up on; the mask form vectorizes to and/andnot/or.
+inline uint32_t select_u32(bool c, uint32_t a, uint32_t b) {
+  const uint32_t m = 0u - uint32_t(c);
+  return (a & m) | (b & ~m);
+}
+
+// c ? a : b for floats, as a bit mask (see select_u32).
+inline float select_f32(bool c, float a, float b) {
+  return std::bit_cast<float>(select_u32(c, std::bit_cast<uint32_t>(a), std::bit_cast<uint32_t>(b)));
+}
+
+// Marks a decoder's loop over the 8 values of a block. NOTE: at -O3 GCC fully unrolls such a
+// loop before its loop vectorizer runs, and the SLP vectorizer then extracts the 8 lanes one by
+// one (measured 4x slower than at -O2); kept a loop, it becomes one 8-wide vector iteration.
+#if defined(__GNUC__) && !defined(__clang__)
+#define NINFER_BLOCK_LANES _Pragma("GCC unroll 1")
+#else
+#define NINFER_BLOCK_LANES
+#endif
+
+// Nibble i (bits 4i..4i+3) of a little-endian 32-bit word: value i of an 8-value block in the
+// packed-pair layouts (value 2j in the low nibble of byte j) and the E8 codes. NOTE: decoders
+// take 8 values per word so that GCC vectorizes a block as broadcast + variable shift.
+inline uint32_t nibble(uint32_t w, int i) { return (w >> (4 * i)) & 0xFu; }
+
+// e4m3_to_f32 (core/minifloat.h) without its branches and libm calls. NOTE: the 7 magnitude
+// bits shifted up by 20 are an fp32 exponent/mantissa whose exponent only needs the bias
+// 127 - 7 added (normals); subnormals are man * 2^-9 (exact); S.1111.111 is the quiet NaN
+// 0x7fc00000 that nanf("") gives; the sign bit is copied (so 0x80 is -0, like -v).
+inline float e4m3_value(uint32_t b) {  // b: a code 0..255
+  const uint32_t m = b & 0x7Fu;
+  const uint32_t normal = (m << 20) + (120u << 23);
+  const uint32_t sub = std::bit_cast<uint32_t>(float(int(m & 7u)) * 0x1p-9f);
+  const uint32_t u = select_u32(m == 0x7F, 0x7fc00000u, select_u32(m < 8, sub, normal));
+  return std::bit_cast<float>(u | (uint32_t(b & 0x80u) << 24));
+}
+
+// e2m1_to_f32 (core/minifloat.h) likewise: magnitude codes 0 and 1 (0, 0.5) are code / 2;
+// codes 2..7 are the 3 bits shifted up by 22 with the exponent bias 127 - 1 added.
+inline float e2m1_value(uint32_t n) {  // n: a nibble 0..15
+  const uint32_t c = n & 7u;
+  const uint32_t normal = (c << 22) + (126u << 23);
+  const uint32_t u = select_u32(c < 2, std::bit_cast<uint32_t>(float(int(c)) * 0.5f), normal);
+  return std::bit_cast<float>(u | (uint32_t(n & 8u) << 28));
 }
 
 // Round half to even in the current (default, nearest) rounding mode.

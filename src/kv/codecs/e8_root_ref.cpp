@@ -21,6 +21,8 @@
 // normalizes the int8 vector to the coded radius, which is the most favourable reading.
 #include "kv/codecs/e8_root_ref.h"
 
+#include <array>
+#include <bit>
 #include <cmath>
 
 #include "kv/codecs/codecs.h"
@@ -30,8 +32,9 @@
 namespace ninfer::codecs {
 
 namespace e8root {
+namespace {
 
-void root_doubled(int r, int* out) {
+constexpr void root_doubled_impl(int r, int* out) {
   for (int i = 0; i < 8; ++i) out[i] = 0;
   if (r < 112) {
     int pair = r / 4, signs = r % 4, n = 0;
@@ -51,6 +54,32 @@ void root_doubled(int r, int* out) {
     out[7] = negs & 1 ? -1 : 1;
   }
 }
+
+// The decoder's tables. kRoots4[r] = 2 * root_doubled(r) (zero for the unused 240..255).
+constexpr std::array<std::array<int8_t, 8>, 256> make_roots4() {
+  std::array<std::array<int8_t, 8>, 256> t{};
+  for (int r = 0; r < 256; ++r) {
+    int c[8];
+    root_doubled_impl(r, c);
+    for (int i = 0; i < 8; ++i) t[r][i] = int8_t(2 * c[i]);
+  }
+  return t;
+}
+constexpr auto kRoots4 = make_roots4();
+// kLevelGain[k] = 2^((k - 8) / 3), the same exp2f call as decode_block.
+const std::array<float, 16> kLevelGain = [] {
+  std::array<float, 16> t{};
+  for (int k = 0; k < 16; ++k) t[k] = std::exp2(float(k - 8) / 3.0f);
+  return t;
+}();
+// NOTE: |c|^2 = 32 + 1 + 2 (+-1) c_axis with c_axis in {0, +-2, +-4}: 25, 29, 33, 37 or 41,
+// and sqrt is correctly rounded, so this table is bit for bit decode_block's std::sqrt.
+const std::array<float, 5> kSqrtNorm2 = {std::sqrt(25.0f), std::sqrt(29.0f), std::sqrt(33.0f),
+                                         std::sqrt(37.0f), std::sqrt(41.0f)};
+
+}  // namespace
+
+void root_doubled(int r, int* out) { root_doubled_impl(r, out); }
 
 uint16_t encode_block(const float* x, float g) {
   float n2 = 0.0f;
@@ -125,10 +154,32 @@ void k_encode(const float* raw, int d, uint8_t* out) {
   }
 }
 
+// e8root::decode_block with its per-block work from tables (roots, level gains, norms), the
+// 8 divisions of a group in one vectorizable loop and the zero block as a mask (it is +0 even
+// when the scale is Inf or NaN): the CPU attention's inner loop.
 void k_decode(const uint8_t* in, int d, float* out) {
   const uint8_t* scales = in + d / 4;
-  for (int b = 0; b < d; b += 8)
-    e8root::decode_block(load_u16(in + b / 4), f16_to_f32(load_u16(scales + (b / 64) * 2)), out + b);
+  for (int g = 0; g < d; g += 64) {
+    const float gs = f16_to_f32(load_u16(scales + g / 32)) * std::sqrt(8.0f);
+    float rho[8], norm[8], f[8];
+    int8_t c[8][8];
+    uint32_t keep[8];
+    for (int b = 0; b < 8; ++b) {
+      const uint32_t code = load_u16(in + (g + 8 * b) / 4);
+      const uint32_t r = code & 0xFF, k = (code >> 8) & 0xF, axis_code = code >> 12;
+      for (int i = 0; i < 8; ++i) c[b][i] = e8root::kRoots4[r][i];
+      const int delta = axis_code & 8 ? -1 : 1, axis = int(axis_code & 7);
+      const int n2 = 33 + 2 * delta * c[b][axis];
+      c[b][axis] = int8_t(c[b][axis] + delta);
+      rho[b] = gs * e8root::kLevelGain[k];
+      norm[b] = e8root::kSqrtNorm2[(n2 - 25) / 4];
+      keep[b] = 0u - uint32_t(k != 0 && r < 240);
+    }
+    for (int b = 0; b < 8; ++b) f[b] = rho[b] / norm[b];
+    for (int b = 0; b < 8; ++b)
+      for (int i = 0; i < 8; ++i)
+        out[g + 8 * b + i] = std::bit_cast<float>(std::bit_cast<uint32_t>(float(c[b][i]) * f[b]) & keep[b]);
+  }
 }
 
 }  // namespace

@@ -13,6 +13,10 @@
 #include "kv/codecs/sides.h"
 #include "core/minifloat.h"
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 namespace ninfer::codecs {
 
 constexpr KvPlane kFp8Planes[2] = {{"e4m3 codes", DType::U8, 1, 1, 0},
@@ -31,9 +35,35 @@ void fp8_encode(const float* raw, int d, uint8_t* out) {
 template void fp8_encode<KvRotation::None>(const float*, int, uint8_t*);
 template void fp8_encode<KvRotation::HadamardHead>(const float*, int, uint8_t*);
 
+// NOTE: a NaN code decodes to its own NaN even when s is NaN too, as the scalar
+// e4m3_to_f32(c) * s did (a vector multiply may return either operand's NaN).
 void fp8_decode(const uint8_t* in, int d, float* out) {
   const float s = f16_to_f32(load_u16(in + d));
-  for (int i = 0; i < d; ++i) out[i] = e4m3_to_f32(in[i]) * s;
+  int i = 0;
+#if defined(__AVX2__)
+  // NOTE: GCC vectorizes the portable loop below in byte lanes and shuffles them apart (0.3 ns
+  // per value); this is e4m3_value on 8 codes in 32-bit lanes (0.1 ns).
+  const __m256i k7f = _mm256_set1_epi32(0x7F);
+  for (; i + 8 <= d; i += 8) {
+    const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + i)));
+    const __m256i m = _mm256_and_si256(c, k7f);
+    const __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(m, 20), _mm256_set1_epi32(120 << 23));
+    const __m256i sub = _mm256_castps_si256(_mm256_mul_ps(
+        _mm256_cvtepi32_ps(_mm256_and_si256(m, _mm256_set1_epi32(7))), _mm256_set1_ps(0x1p-9f)));
+    const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(8), m);
+    const __m256i is_nan = _mm256_cmpeq_epi32(m, k7f);
+    __m256i u = _mm256_blendv_epi8(normal, sub, is_sub);
+    u = _mm256_blendv_epi8(u, _mm256_set1_epi32(0x7fc00000), is_nan);
+    u = _mm256_or_si256(u, _mm256_slli_epi32(_mm256_andnot_si256(k7f, c), 24));  // the sign
+    const __m256 v = _mm256_castsi256_ps(u);
+    _mm256_storeu_ps(out + i, _mm256_blendv_ps(_mm256_mul_ps(v, _mm256_set1_ps(s)), v,
+                                               _mm256_castsi256_ps(is_nan)));
+  }
+#endif
+  for (; i < d; ++i) {
+    const float v = e4m3_value(in[i]);
+    out[i] = select_f32((in[i] & 0x7F) == 0x7F, v, v * s);
+  }
 }
 
 constinit const KvFormat kFp8Format{

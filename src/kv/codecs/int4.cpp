@@ -18,7 +18,8 @@ namespace {
 constexpr KvPlane kPlanes[] = {{"int4 pairs", DType::U8, 2, 1, 0}, {"scales", DType::F16, 64, 1, 0}};
 size_t int4_bytes(int d) { return planes_bytes(kPlanes, d); }
 
-int nibble_to_int(uint8_t n) { return int(n & 0xF) - ((n & 0x8) ? 16 : 0); }
+// 4-bit two's complement, branch-free: flipping the sign bit and subtracting 8 sign-extends.
+inline int nibble_to_int(uint32_t n) { return int((n & 0xF) ^ 0x8) - 8; }
 
 template <KvRotation R>
 void int4_encode(const float* raw, int d, uint8_t* out) {
@@ -40,10 +41,13 @@ void int4_encode(const float* raw, int d, uint8_t* out) {
 
 void int4_decode(const uint8_t* in, int d, float* out) {
   const uint8_t* scales = in + d / 2;
-  for (int i = 0; i < d; i += 2) {
-    const float s = f16_to_f32(load_u16(scales + (i / 64) * 2));
-    out[i] = float(nibble_to_int(in[i / 2])) * s;
-    out[i + 1] = float(nibble_to_int(in[i / 2] >> 4)) * s;
+  for (int g = 0; g < d; g += 64) {
+    const float s = f16_to_f32(load_u16(scales + g / 32));
+    for (int b = g; b < g + 64; b += 8) {
+      const uint32_t w = load_u32(in + b / 2);  // values b..b+7
+      NINFER_BLOCK_LANES
+      for (int i = 0; i < 8; ++i) out[b + i] = float(nibble_to_int(nibble(w, i))) * s;
+    }
   }
 }
 

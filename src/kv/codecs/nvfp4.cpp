@@ -43,10 +43,13 @@ template void nvfp4_encode<KvRotation::Hadamard64>(const float*, int, uint8_t*);
 
 void nvfp4_decode(const uint8_t* in, int d, float* out) {
   const uint8_t* scales = in + d / 2;
-  for (int i = 0; i < d; i += 2) {
-    const float s = e4m3_to_f32(scales[i / 16]);
-    out[i] = e2m1_to_f32(in[i / 2] & 0xF) * s;
-    out[i + 1] = e2m1_to_f32(in[i / 2] >> 4) * s;
+  for (int b = 0; b < d; b += 16) {
+    const float s = e4m3_value(scales[b / 16]);
+    for (int h = b; h < b + 16; h += 8) {
+      const uint32_t w = load_u32(in + h / 2);  // values h..h+7
+      NINFER_BLOCK_LANES
+      for (int i = 0; i < 8; ++i) out[h + i] = e2m1_value(nibble(w, i)) * s;
+    }
   }
 }
 

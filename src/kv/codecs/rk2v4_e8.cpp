@@ -268,13 +268,27 @@ void k_encode(const float* raw, int d, uint8_t* out) {
   }
 }
 
+// e8p16::decode_block inlined and branch-free (the CPU attention's inner loop): per block one
+// abs-pattern lookup and a popcount; per value q = +-2a + t with the sign applied as
+// (v ^ -neg) + neg.
 void k_decode(const uint8_t* in, int d, float* out) {
   const uint8_t* scales = in + d / 4;
-  for (int b = 0; b < d; b += 8) {
-    const float s = f16_to_f32(load_u16(scales + (b / 64) * 2));
-    float y[8];
-    e8p16::decode_block(load_u16(in + b / 4), y);
-    for (int i = 0; i < 8; ++i) out[b + i] = y[i] * s;
+  for (int g = 0; g < d; g += 64) {
+    const float s = f16_to_f32(load_u16(scales + g / 32));
+    for (int b = g; b < g + 64; b += 8) {
+      const uint32_t code = load_u16(in + b / 4);
+      const uint32_t idx = code & 0xFF, signs7 = (code >> 8) & 0x7F;
+      const uint32_t a = e8p16::kTables.abs[idx];
+      const uint32_t neg7 = (uint32_t(std::popcount(signs7)) + e8p16::kTables.parity[idx]) & 1;
+      const uint32_t signs = signs7 | (neg7 << 7);
+      const int t = 1 - 2 * int(code >> 15);
+      NINFER_BLOCK_LANES
+      for (int i = 0; i < 8; ++i) {
+        const int v = 2 * int(nibble(a, i)), neg = int((signs >> i) & 1);
+        const int q = (v ^ -neg) + neg + t;
+        out[b + i] = (float(q) * 0.25f) * s;
+      }
+    }
   }
 }
 

@@ -32,6 +32,7 @@
 // clamp, 2 squares, compare) ~ 60 flops, ~130 in all, ~520 for the four candidates; no tables.
 #include "kv/codecs/rk4v4_e8.h"
 
+#include <bit>
 #include <iterator>
 
 #include "kv/codecs/codecs.h"
@@ -95,13 +96,21 @@ void e8l32_encode(const float* raw, int d, uint8_t* out) {
 template void e8l32_encode<KvRotation::HadamardHead>(const float*, int, uint8_t*);
 template void e8l32_encode<KvRotation::Hadamard64>(const float*, int, uint8_t*);
 
+// e8l32::decode_block inlined and branch-free (the CPU attention's inner loop): the implied
+// low bit of z_7 is the parity of sum_{i<7} z_i, i.e. of the low bits of nibbles 0..6; putting
+// it back makes nibble 7 an ordinary n_7 = z_7 + 8.
 void e8l32_decode(const uint8_t* in, int d, float* out) {
   const uint8_t* scales = in + d / 2;
-  for (int b = 0; b < d; b += 8) {
-    const float s = f16_to_f32(load_u16(scales + (b / 64) * 2));
-    float y[8];
-    e8l32::decode_block(load_u32(in + b / 2), y);
-    for (int i = 0; i < 8; ++i) out[b + i] = y[i] * s;
+  for (int g = 0; g < d; g += 64) {
+    const float s = f16_to_f32(load_u16(scales + g / 32));
+    for (int b = g; b < g + 64; b += 8) {
+      const uint32_t code = load_u32(in + b / 2);
+      const float half = float(int((code >> 28) & 1)) * 0.5f;  // the coset bit c / 2
+      const uint32_t parity = uint32_t(std::popcount(code & 0x01111111u)) & 1;
+      const uint32_t w = (code & 0xEFFFFFFFu) | (parity << 28);
+      NINFER_BLOCK_LANES
+      for (int i = 0; i < 8; ++i) out[b + i] = (float(int(nibble(w, i)) - 8) + half) * s;
+    }
   }
 }
 
