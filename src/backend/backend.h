@@ -60,8 +60,17 @@ class Backend {
   virtual void copy_kv_pages(std::span<const int32_t> src, std::span<const int32_t> dst) = 0;
 };
 
+// Fast: bf16 weights, SIMD kernels chosen at run time, attention on the cached codes a page
+// at a time, idle threads asleep (backend/cpu/cpu_fast.h). Reference: fp32 throughout, the
+// oracle the fast path and the GPU kernels are tested against (OpenMP threads).
+enum class CpuKernels : uint8_t { Fast, Reference };
+
+// NINFER_CPU_KERNELS=fast|reference (unset: fast); anything else is an Error naming it.
+CpuKernels cpu_kernels_from_env();
+
 struct CpuBackendOptions {
   int threads = 0;  // 0: all hardware threads
+  CpuKernels kernels = CpuKernels::Fast;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, const CpuBackendOptions& opt = {});

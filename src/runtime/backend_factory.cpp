@@ -40,6 +40,7 @@ std::unique_ptr<Backend> make_backend(const Model& model, const std::string& dev
   (void)quiet;
   CpuBackendOptions o;
   o.threads = threads;
+  o.kernels = cpu_kernels_from_env();
   return make_cpu_backend(model, o);
 }
 

@@ -12,12 +12,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <numeric>
+#include <optional>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_fast.h"
+#include "backend/cpu/cpu_fast_attention.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/thread_pool.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "kv/capacity.h"
@@ -26,6 +31,8 @@
 
 namespace ninfer {
 namespace {
+
+namespace fast = cpu::fast;
 
 std::vector<float> to_f32(const WeightRef& w, float offset = 0.0f) {
   if (!w) return {};
@@ -36,13 +43,20 @@ std::vector<float> to_f32(const WeightRef& w, float offset = 0.0f) {
   return out;
 }
 
+// The fast path's instruction set and threads (null: the reference path).
+struct FastCtx {
+  fast::Isa isa;
+  cpu::ThreadPool* pool;
+};
+
 // A projection as the CPU holds it: its parts stacked along the output rows, each dense fp32
-// (converted once from its stored dtype) or quantised (model/weight_format.h, dequantised per
-// block of rows inside the matmul); biases in fp32 (zeros for a part without one, when another
-// part has one).
+// (converted once from its stored dtype), packed bf16 (the fast path, for parts stored in
+// bf16) or quantised (model/weight_format.h, dequantised per block of rows inside the matmul);
+// biases in fp32 (zeros for a part without one, when another part has one).
 struct ProjCpu {
   struct Part {
     std::vector<float> w;          // [rows, in] (dense parts)
+    fast::PackedBf16 pk;           // dense bf16 parts on the fast path
     const QuantMatrix* q = nullptr;  // quantised parts
     int rows = 0;
   };
@@ -53,15 +67,17 @@ struct ProjCpu {
   explicit operator bool() const { return !parts.empty(); }
   size_t bytes() const {
     size_t n = 4 * b.size();
-    for (const Part& p : parts) n += p.q ? p.q->bytes() : 4 * p.w.size();
+    for (const Part& p : parts) n += p.q ? p.q->bytes() : p.pk ? p.pk.bytes() : 4 * p.w.size();
     return n;
   }
   // y [m, out] = x [m, in] W^T (+ b)
-  void apply(const float* x, float* y, int m) const {
+  void apply(const float* x, float* y, int m, const FastCtx* f) const {
     int off = 0;
     for (const Part& p : parts) {
       const float* bias = b.empty() ? nullptr : b.data() + off;
-      if (p.q)
+      if (p.pk)
+        fast::gemm(f->isa, *f->pool, x, m, p.pk, bias, y + off, out);
+      else if (p.q)
         cpu::matmul_wt_quant(x, *p.q, bias, y + off, m, out);
       else
         cpu::matmul_wt_ld(x, p.w.data(), bias, y + off, m, p.rows, in, out);
@@ -70,7 +86,14 @@ struct ProjCpu {
   }
 };
 
-ProjCpu to_cpu(const ProjWeights& p) {
+// Rows [row0, row0 + rows) of a bf16 tensor, packed for the fast kernels.
+fast::PackedBf16 pack_bf16_rows(const TensorInfo& t, int64_t row0, int64_t rows, int64_t cols) {
+  std::vector<uint16_t> bits(size_t(rows * cols));
+  std::memcpy(bits.data(), static_cast<const uint8_t*>(t.data) + size_t(row0 * cols) * 2, bits.size() * 2);
+  return fast::PackedBf16::from_bf16(bits.data(), int(rows), int(cols), size_t(cols));
+}
+
+ProjCpu to_cpu(const ProjWeights& p, bool fast_path) {
   ProjCpu f;
   if (!p) return f;
   f.out = int(p.out());
@@ -82,6 +105,8 @@ ProjCpu to_cpu(const ProjWeights& p) {
       NINFER_CHECK(part.row0 == 0 && part.w.q->rows == part.rows && part.w.q->cols == p.in,
                    "quantised part '{}' does not match its projection", part.w.q->name);
       cp.q = part.w.q;
+    } else if (fast_path && part.w.t->dtype == DType::BF16) {
+      cp.pk = pack_bf16_rows(*part.w.t, part.row0, part.rows, p.in);
     } else {
       std::vector<float> all = to_f32(part.w);
       const size_t off = size_t(part.row0) * f.in, n = size_t(part.rows) * f.in;
@@ -122,22 +147,34 @@ size_t read_meminfo_kb(const char* key) {
 class CpuBackend final : public Backend, private LayerOps {
  public:
   CpuBackend(const Model& model, const CpuBackendOptions& opt) : c_(model.config) {
-    if (opt.threads > 0) omp_set_num_threads(opt.threads);
+    if (opt.kernels == CpuKernels::Fast) {
+      pool_ = std::make_unique<cpu::ThreadPool>(opt.threads);
+      fast_ = FastCtx{fast::select_isa(), pool_.get()};
+    } else if (opt.threads > 0) {
+      omp_set_num_threads(opt.threads);
+    }
+    const bool fp = bool(fast_);
     const ModelWeights& w = model.weights;
     const float norm_offset = c_.family->norm_offset_one ? 1.0f : 0.0f;
     embed_ = to_f32(w.embed);
     final_norm_ = to_f32(w.final_norm, norm_offset);
-    if (w.lm_head.t != w.embed.t) lm_head_ = to_f32(w.lm_head);
+    const TensorInfo* head = w.lm_head.t ? w.lm_head.t : w.embed.t;
+    if (fp && head->dtype == DType::BF16) {
+      head_pk_ = pack_bf16_rows(*head, 0, c_.vocab, c_.hidden);
+      weight_bytes_ += head_pk_.bytes();
+    } else if (w.lm_head.t != w.embed.t) {
+      lm_head_ = to_f32(w.lm_head);
+    }
     weight_bytes_ += 4 * (embed_.size() + lm_head_.size());
     for (const LayerWeights& L : w.layers) {
       LayerF32 f;
       for (size_t i = 0; i < f.vec.size(); ++i) f.vec[i] = to_f32(L.vec[i], norm_offset);
       for (size_t i = 0; i < f.proj.size(); ++i) {
-        f.proj[i] = to_cpu(L.proj[i]);
+        f.proj[i] = to_cpu(L.proj[i], fp);
         weight_bytes_ += f.proj[i].bytes();
       }
       for (const ExpertWeights& e : L.experts) {
-        f.experts.push_back({to_cpu(e.gate_up), to_cpu(e.down)});
+        f.experts.push_back({to_cpu(e.gate_up, fp), to_cpu(e.down, fp)});
         weight_bytes_ += f.experts.back().gate_up.bytes() + f.experts.back().down.bytes();
       }
       layers_.push_back(std::move(f));
@@ -214,11 +251,11 @@ class CpuBackend final : public Backend, private LayerOps {
     NINFER_CHECK(bool(P), "layer {} has no projection {}", l_, int(p));
     float* y = buf(out).data();
     if (!accumulate && alpha == 1.0f) {
-      P.apply(buf(in).data(), y, T_);
+      P.apply(buf(in).data(), y, T_, fast());
       return;
     }
     tmp2_.resize(size_t(T_) * P.out);
-    P.apply(buf(in).data(), tmp2_.data(), T_);
+    P.apply(buf(in).data(), tmp2_.data(), T_, fast());
     for (size_t i = 0; i < tmp2_.size(); ++i) y[i] = (accumulate ? y[i] : 0.0f) + alpha * tmp2_[i];
   }
   void qk_norm_rope() override;
@@ -250,6 +287,7 @@ class CpuBackend final : public Backend, private LayerOps {
     fail("bad buffer");
   }
   const LayerF32& L() const { return layers_[size_t(l_)]; }
+  const FastCtx* fast() const { return fast_ ? &*fast_ : nullptr; }
   uint8_t* k_slot(int layer, int page, int head, int slot) {
     return k_pool_[size_t(layer)].data() +
            ((size_t(page) * c_.n_kv_heads + size_t(head)) * kPageSize + size_t(slot)) * k_row_;
@@ -261,7 +299,10 @@ class CpuBackend final : public Backend, private LayerOps {
   void attend(int layer, const SeqChunk& ch, const float* q, int ld, float* out);
 
   ModelConfig c_;
+  std::unique_ptr<cpu::ThreadPool> pool_;  // the fast path's threads
+  std::optional<FastCtx> fast_;            // unset: the reference path
   std::vector<float> embed_, final_norm_, lm_head_;
+  fast::PackedBf16 head_pk_;               // the output projection on the fast path
   std::vector<LayerF32> layers_;
   size_t weight_bytes_ = 0;
   const KvFormat* fmt_ = nullptr;
@@ -314,15 +355,19 @@ void CpuBackend::attention() {
   const int d = c_.head_dim, qd = c_.q_dim(), kvd = c_.kv_dim(), ld = qd + 2 * kvd;
   int t0 = 0;
   for (const SeqChunk& ch : chunks_) {
+    auto encode = [&](int i, int h) {
+      const int p = ch.start_pos + i;
+      const int page = ch.block_table[p / kPageSize], slot = p % kPageSize;
+      const float* row = qkv_.data() + size_t(t0 + i) * ld + qd + size_t(h) * d;
+      fmt_->k.encode(row, d, k_slot(l_, page, h, slot));
+      fmt_->v.encode(row + kvd, d, v_slot(l_, page, h, slot));
+    };
+    if (fast_) {
+      pool_->parallel_for(ch.n_tokens * c_.n_kv_heads, [&](int task, int) { encode(task / c_.n_kv_heads, task % c_.n_kv_heads); });
+    } else {
 #pragma omp parallel for collapse(2) schedule(static) if (ch.n_tokens * c_.n_kv_heads > 8)
-    for (int i = 0; i < ch.n_tokens; ++i) {
-      for (int h = 0; h < c_.n_kv_heads; ++h) {
-        const int p = ch.start_pos + i;
-        const int page = ch.block_table[p / kPageSize], slot = p % kPageSize;
-        const float* row = qkv_.data() + size_t(t0 + i) * ld + qd + size_t(h) * d;
-        fmt_->k.encode(row, d, k_slot(l_, page, h, slot));
-        fmt_->v.encode(row + kvd, d, v_slot(l_, page, h, slot));
-      }
+      for (int i = 0; i < ch.n_tokens; ++i)
+        for (int h = 0; h < c_.n_kv_heads; ++h) encode(i, h);
     }
     if (observer_) {
       for (int i = 0; i < ch.n_tokens; ++i) {
@@ -335,7 +380,29 @@ void CpuBackend::attention() {
   att_.resize(size_t(T_) * qd);
   t0 = 0;
   for (const SeqChunk& ch : chunks_) {
-    attend(l_, ch, qkv_.data() + size_t(t0) * ld, ld, att_.data() + size_t(t0) * qd);
+    if (fast_) {
+      fast::AttnParams a;
+      a.fmt = fmt_;
+      a.k_pool = k_pool_[size_t(l_)].data();
+      a.v_pool = v_pool_[size_t(l_)].data();
+      a.k_row = k_row_;
+      a.v_row = v_row_;
+      a.block_table = ch.block_table;
+      a.start_pos = ch.start_pos;
+      a.n_tokens = ch.n_tokens;
+      a.n_heads = c_.n_heads;
+      a.n_kv_heads = c_.n_kv_heads;
+      a.head_dim = d;
+      a.window = c_.layers[size_t(l_)].window;
+      a.scale = c_.score_scale();
+      a.softcap = c_.attn_softcap;
+      a.q = qkv_.data() + size_t(t0) * ld;
+      a.ldq = ld;
+      a.out = att_.data() + size_t(t0) * qd;
+      fast::attend(a, fast_->isa, *pool_);
+    } else {
+      attend(l_, ch, qkv_.data() + size_t(t0) * ld, ld, att_.data() + size_t(t0) * qd);
+    }
     t0 += ch.n_tokens;
   }
 }
@@ -419,7 +486,7 @@ void CpuBackend::moe(float alpha) {
   const LayerF32& W = L();
   const int E = c_.n_experts, K = c_.top_k, H = c_.hidden, F = c_.moe_ffn;
   std::vector<float> logits(size_t(T_) * E);
-  W.proj[size_t(Proj::Router)].apply(h_.data(), logits.data(), T_);
+  W.proj[size_t(Proj::Router)].apply(h_.data(), logits.data(), T_, fast());
   std::vector<std::vector<std::pair<int, float>>> routed(static_cast<size_t>(E));  // expert -> (token, weight)
   for (int t = 0; t < T_; ++t) {
     const float* lg = logits.data() + size_t(t) * E;
@@ -448,13 +515,13 @@ void CpuBackend::moe(float alpha) {
     for (int i = 0; i < n; ++i)
       std::memcpy(xin.data() + size_t(i) * H, h_.data() + size_t(rt[size_t(i)].first) * H, size_t(H) * 4);
     gu.resize(size_t(n) * 2 * F);
-    X.gate_up.apply(xin.data(), gu.data(), n);
+    X.gate_up.apply(xin.data(), gu.data(), n, fast());
     act.resize(size_t(n) * F);
     for (int i = 0; i < n; ++i)
       cpu::silu_mul(gu.data() + size_t(i) * 2 * F, gu.data() + size_t(i) * 2 * F + F, act.data() + size_t(i) * F,
                     size_t(F));
     y.resize(size_t(n) * H);
-    X.down.apply(act.data(), y.data(), n);
+    X.down.apply(act.data(), y.data(), n, fast());
     for (int i = 0; i < n; ++i) {
       float* dst = x_.data() + size_t(rt[size_t(i)].first) * H;
       const float wgt = alpha * rt[size_t(i)].second;
@@ -516,8 +583,12 @@ void CpuBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& l
     std::memcpy(xr.data() + size_t(r) * H, x_.data() + size_t(rows[size_t(r)]) * H, size_t(H) * 4);
   cpu::rmsnorm(xr.data(), final_norm_.data(), xr.data(), R, H, c_.rms_eps);
   logits.resize(size_t(R) * c_.vocab);
-  const float* head = lm_head_.empty() ? embed_.data() : lm_head_.data();
-  cpu::matmul_wt(xr.data(), head, nullptr, logits.data(), R, c_.vocab, H);
+  if (head_pk_) {
+    fast::gemm(fast_->isa, *pool_, xr.data(), R, head_pk_, nullptr, logits.data(), c_.vocab);
+  } else {
+    const float* head = lm_head_.empty() ? embed_.data() : lm_head_.data();
+    cpu::matmul_wt(xr.data(), head, nullptr, logits.data(), R, c_.vocab, H);
+  }
   const float cap = c_.final_softcap, ls = c_.logit_scale;
   if (cap > 0 || ls != 1.0f)
     for (float& v : logits) {
@@ -527,6 +598,13 @@ void CpuBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& l
 }
 
 }  // namespace
+
+CpuKernels cpu_kernels_from_env() {
+  const char* v = std::getenv("NINFER_CPU_KERNELS");
+  if (!v || !*v || std::string_view(v) == "fast") return CpuKernels::Fast;
+  if (std::string_view(v) == "reference") return CpuKernels::Reference;
+  fail("NINFER_CPU_KERNELS must be fast or reference, got '{}'", v);
+}
 
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, const CpuBackendOptions& opt) {
   return std::make_unique<CpuBackend>(model, opt);

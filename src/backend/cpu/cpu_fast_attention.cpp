@@ -1,0 +1,205 @@
+#include "backend/cpu/cpu_fast_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kv/page_table.h"
+
+namespace ninfer::cpu::fast {
+namespace {
+
+// Query tokens per chunk up to which the split-K decode path is used.
+constexpr int kDecodeTokens = 8;
+// Query tokens per block of the prefill path (bounds the score matrix).
+constexpr int kQueryBlock = 64;
+
+struct View {
+  const AttnParams& p;
+  int group() const { return p.n_heads / p.n_kv_heads; }
+  const uint8_t* krow(int h, int pos) const {
+    const int page = p.block_table[pos / kPageSize], slot = pos % kPageSize;
+    return p.k_pool + ((size_t(page) * p.n_kv_heads + size_t(h)) * kPageSize + size_t(slot)) * p.k_row;
+  }
+  const uint8_t* vrow(int h, int pos) const {
+    const int page = p.block_table[pos / kPageSize], slot = pos % kPageSize;
+    return p.v_pool + ((size_t(page) * p.n_kv_heads + size_t(h)) * kPageSize + size_t(slot)) * p.v_row;
+  }
+  // Keys [lo, hi) that the query at absolute position qpos sees.
+  int lo(int qpos) const { return p.window > 0 ? std::max(0, qpos - p.window + 1) : 0; }
+  int hi(int qpos) const { return qpos + 1; }
+  // Query rows of KV head h, ordered (token, group member), scaled and rotated by the K rotation.
+  void gather_q(int h, int t0, int nt, float* qh) const {
+    const int d = p.head_dim, g = group();
+    for (int t = 0; t < nt; ++t)
+      for (int j = 0; j < g; ++j) {
+        float* dst = qh + (size_t(t) * g + j) * d;
+        const float* src = p.q + size_t(t0 + t) * p.ldq + size_t(h * g + j) * d;
+        for (int i = 0; i < d; ++i) dst[i] = src[i] * p.scale;
+        rotate_kv(p.fmt->k.rotation, dst, d);
+      }
+  }
+  void store_out(int h, int t0, int nt, float* oh) const {
+    const int d = p.head_dim, g = group();
+    for (int t = 0; t < nt; ++t)
+      for (int j = 0; j < g; ++j) {
+        float* o = oh + (size_t(t) * g + j) * d;
+        rotate_kv(p.fmt->v.rotation, o, d);
+        std::memcpy(p.out + size_t(t0 + t) * p.n_heads * d + size_t(h * g + j) * d, o, size_t(d) * 4);
+      }
+  }
+};
+
+// Softmax weights of one score row over its visible keys [lo, hi) (relative to the row),
+// zero elsewhere; returns the running max / sum update for the online softmax.
+void softcap_row(float* s, int lo, int hi, float cap) {
+  if (cap > 0)
+    for (int j = lo; j < hi; ++j) s[j] = cap * std::tanh(s[j] / cap);
+}
+
+void attend_decode(const View& v, Isa isa, ThreadPool& pool) {
+  const AttnParams& p = v.p;
+  const Kernels& K = kernels(isa);
+  const int d = p.head_dim, g = v.group(), nt = p.n_tokens, rows = g * nt, nkv = p.n_kv_heads;
+  const int n_ctx = p.start_pos + nt;
+  const int k0 = v.lo(p.start_pos);
+  const int b_first = k0 / kPageSize, b_last = (n_ctx - 1) / kPageSize, n_blocks = b_last - b_first + 1;
+  const int splits = std::max(1, std::min(n_blocks, (4 * pool.size() + nkv - 1) / nkv));
+  std::vector<float> qh(size_t(nkv) * rows * d);
+  for (int h = 0; h < nkv; ++h) v.gather_q(h, 0, nt, qh.data() + size_t(h) * rows * d);
+  // Partials per (head, split): o [rows][d], m [rows], l [rows].
+  std::vector<float> po(size_t(nkv) * splits * rows * d), pm(size_t(nkv) * splits * rows),
+      pl(size_t(nkv) * splits * rows);
+  pool.parallel_for(nkv * splits, [&](int task, int) {
+    const int h = task / splits, sp = task % splits;
+    const int bb = b_first + int(int64_t(n_blocks) * sp / splits), be = b_first + int(int64_t(n_blocks) * (sp + 1) / splits);
+    thread_local std::vector<float> kt, vt, s, scale;
+    kt.resize(size_t(kPageSize) * d);
+    vt.resize(size_t(kPageSize) * d);
+    s.resize(size_t(rows) * kPageSize);
+    scale.resize(size_t(rows));
+    float* o = po.data() + size_t(task) * rows * d;
+    float* m = pm.data() + size_t(task) * rows;
+    float* l = pl.data() + size_t(task) * rows;
+    std::fill(o, o + size_t(rows) * d, 0.0f);
+    std::fill(m, m + rows, -INFINITY);
+    std::fill(l, l + rows, 0.0f);
+    const float* q = qh.data() + size_t(h) * rows * d;
+    for (int b = bb; b < be; ++b) {
+      const int a0 = std::max(k0, b * kPageSize), a1 = std::min(n_ctx, (b + 1) * kPageSize), nb = a1 - a0;
+      for (int j = 0; j < nb; ++j) p.fmt->k.decode(v.krow(h, a0 + j), d, kt.data() + size_t(j) * d);
+      K.dots(q, rows, d, kt.data(), nb, d, s.data(), kPageSize);
+      bool any = false;
+      for (int r = 0; r < rows; ++r) {
+        const int qpos = p.start_pos + r / g;
+        const int lo = std::max(v.lo(qpos), a0) - a0, hi = std::min(v.hi(qpos), a1) - a0;
+        float* sr = s.data() + size_t(r) * kPageSize;
+        if (lo >= hi) {
+          std::fill(sr, sr + nb, 0.0f);
+          scale[size_t(r)] = 1.0f;
+          continue;
+        }
+        any = true;
+        softcap_row(sr, lo, hi, p.softcap);
+        float mx = m[r];
+        for (int j = lo; j < hi; ++j) mx = std::max(mx, sr[j]);
+        const float sc = std::exp(m[r] - mx);
+        const float sum = K.exp_sum(sr + lo, hi - lo, mx);
+        std::fill(sr, sr + lo, 0.0f);
+        std::fill(sr + hi, sr + nb, 0.0f);
+        l[r] = l[r] * sc + sum;
+        m[r] = mx;
+        scale[size_t(r)] = sc;
+      }
+      if (!any) continue;
+      for (int j = 0; j < nb; ++j) p.fmt->v.decode(v.vrow(h, a0 + j), d, vt.data() + size_t(j) * d);
+      K.pv(s.data(), rows, kPageSize, vt.data(), nb, d, scale.data(), o, d);
+    }
+  });
+  std::vector<float> oh(size_t(rows) * d);
+  for (int h = 0; h < nkv; ++h) {
+    for (int r = 0; r < rows; ++r) {
+      float M = -INFINITY;
+      for (int sp = 0; sp < splits; ++sp) M = std::max(M, pm[(size_t(h) * splits + sp) * rows + r]);
+      float L = 0;
+      float* dst = oh.data() + size_t(r) * d;
+      std::fill(dst, dst + d, 0.0f);
+      for (int sp = 0; sp < splits; ++sp) {
+        const size_t t = size_t(h) * splits + sp;
+        const float mi = pm[t * rows + r];
+        if (mi == -INFINITY) continue;
+        const float w = std::exp(mi - M);
+        L += w * pl[t * rows + r];
+        const float* src = po.data() + (t * rows + r) * d;
+        for (int i = 0; i < d; ++i) dst[i] += w * src[i];
+      }
+      const float inv = 1.0f / L;
+      for (int i = 0; i < d; ++i) dst[i] *= inv;
+    }
+    v.store_out(h, 0, nt, oh.data());
+  }
+}
+
+void attend_prefill(const View& v, Isa isa, ThreadPool& pool) {
+  const AttnParams& p = v.p;
+  const Kernels& K = kernels(isa);
+  const int d = p.head_dim, g = v.group(), nkv = p.n_kv_heads;
+  const int n_ctx = p.start_pos + p.n_tokens, k0 = v.lo(p.start_pos), nk = n_ctx - k0;
+  PackedF32 kp, vtp;
+  kp.resize(nk, d);
+  vtp.resize(d, nk);
+  std::vector<float> qh, s, oh;
+  std::vector<int> cols, kend;
+  for (int h = 0; h < nkv; ++h) {
+    constexpr int kKeysPerTask = 64;
+    pool.parallel_for((nk + kKeysPerTask - 1) / kKeysPerTask, [&](int task, int) {
+      thread_local std::vector<float> row;
+      row.resize(size_t(d));
+      for (int j = task * kKeysPerTask; j < std::min(nk, (task + 1) * kKeysPerTask); ++j) {
+        p.fmt->k.decode(v.krow(h, k0 + j), d, row.data());
+        kp.set_row(j, row.data());
+        p.fmt->v.decode(v.vrow(h, k0 + j), d, row.data());
+        vtp.set_col(j, row.data());
+      }
+    });
+    for (int t0 = 0; t0 < p.n_tokens; t0 += kQueryBlock) {
+      const int nt = std::min(kQueryBlock, p.n_tokens - t0), rows = nt * g;
+      qh.resize(size_t(rows) * d);
+      v.gather_q(h, t0, nt, qh.data());
+      cols.resize(size_t(rows));
+      kend.resize(size_t(rows));
+      for (int r = 0; r < rows; ++r) cols[size_t(r)] = kend[size_t(r)] = v.hi(p.start_pos + t0 + r / g) - k0;
+      s.resize(size_t(rows) * nk);
+      gemm(isa, pool, qh.data(), rows, kp, s.data(), nk, {cols.data(), nullptr});
+      pool.parallel_for((rows + 15) / 16, [&](int task, int) {
+        for (int r = task * 16; r < std::min(rows, (task + 1) * 16); ++r) {
+          const int qpos = p.start_pos + t0 + r / g, lo = v.lo(qpos) - k0, hi = v.hi(qpos) - k0;
+          float* sr = s.data() + size_t(r) * nk;
+          softcap_row(sr, lo, hi, p.softcap);
+          float mx = -INFINITY;
+          for (int j = lo; j < hi; ++j) mx = std::max(mx, sr[j]);
+          const float inv = 1.0f / K.exp_sum(sr + lo, hi - lo, mx);
+          std::fill(sr, sr + lo, 0.0f);
+          for (int j = lo; j < hi; ++j) sr[j] *= inv;
+          std::fill(sr + hi, sr + nk, 0.0f);
+        }
+      });
+      oh.resize(size_t(rows) * d);
+      gemm(isa, pool, s.data(), rows, vtp, oh.data(), d, {nullptr, kend.data()});
+      v.store_out(h, t0, nt, oh.data());
+    }
+  }
+}
+
+}  // namespace
+
+void attend(const AttnParams& p, Isa isa, ThreadPool& pool) {
+  const View v{p};
+  if (p.n_tokens <= kDecodeTokens)
+    attend_decode(v, isa, pool);
+  else
+    attend_prefill(v, isa, pool);
+}
+
+}  // namespace ninfer::cpu::fast
