@@ -372,6 +372,7 @@ ApiRequest parse_chat_request(const json& body, const nlohmann::ordered_json* or
   }
   const json* tools = field(body, "tools");
   if (tools) check_tools(*tools);
+  r.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
   const bool have_tools = tools && !tools->empty();
   if ((choice == "required" || choice == "named") && !have_tools)
     bad("tool_choice", fmt::format("'tool_choice' {} needs a non-empty 'tools' list",
@@ -400,9 +401,11 @@ ApiRequest parse_chat_request(const json& body, const nlohmann::ordered_json* or
     if (choice == "named" && !found)
       bad("tool_choice.function.name",
           fmt::format("'tool_choice.function.name' '{}' is not one of the 'tools'", r.tool_choice_name));
-    if (choice == "required")
-      r.grammar = compile_json_schema(ojson{{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", alternatives}}}},
-                                      "tools");
+    if (choice == "required") {
+      ojson arr{{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", alternatives}}}};
+      if (!r.parallel_tool_calls) arr["maxItems"] = 1;
+      r.grammar = compile_json_schema(arr, "tools");
+    }
     r.tool_choice = choice == "named" ? ToolChoice::named : ToolChoice::required;
   }
   const bool logprobs = get_bool(body, "logprobs").value_or(false);

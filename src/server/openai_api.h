@@ -95,6 +95,7 @@ struct ApiRequest {
   jinja::Value tools{};                 // kChat: the tool list, undefined if none
   ToolChoice tool_choice = ToolChoice::automatic;
   std::string tool_choice_name;         // ToolChoice::named: the function
+  bool parallel_tool_calls = true;      // false: at most one call (required: an array of one)
   jinja::Value chat_template_kwargs{};  // kChat: a dict, or undefined
   std::vector<std::string> stop;
   bool ignore_eos = false;

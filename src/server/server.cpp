@@ -236,6 +236,7 @@ struct Job {
   std::vector<ChoiceRun> runs;            // prompt-major: runs[p * candidates + i]
   ToolCallFormat tool_format = ToolCallFormat::none;  // chat with tools: how the model writes calls
   ToolChoice tool_choice = ToolChoice::automatic;     // required / named: the reply is the calls' JSON
+  bool parallel_tool_calls = true;                    // false: calls after the first are dropped
   std::string tool_name;                              // named: the function
   Clock::time_point t0;
   bool started = false;
@@ -515,6 +516,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     job->t0 = t0;
     job->tool_choice = ar.tool_choice;
     job->tool_name = ar.tool_choice_name;
+    job->parallel_tool_calls = ar.parallel_tool_calls;
     if (job->chat && !ar.tools.is_undefined() && ar.tool_choice == ToolChoice::automatic)
       job->tool_format = tool_call_format_for(eng.tokenizer().chat_template());
     const size_t n_prompts = job->chat ? 1 : ar.prompts.size();
@@ -594,6 +596,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
           }
         } else if (job->tool_format != ToolCallFormat::none) {
           ToolOutput t = parse_tool_output(c.text, job->tool_format);
+          if (!job->parallel_tool_calls && t.calls.size() > 1) t.calls.resize(1);
           if (!t.calls.empty()) {
             c.text = std::move(t.content);
             c.tool_calls = tool_calls_json(t.calls);
@@ -727,6 +730,7 @@ void Server::Impl::stream(httplib::Response& res, std::shared_ptr<Job> job, cons
             if (t.calls.empty()) t.content = r.held;
           } else {
             t = parse_tool_output(r.held, j.tool_format);
+            if (!j.parallel_tool_calls && t.calls.size() > 1) t.calls.resize(1);
           }
           if (!t.content.empty()) out += chunk(r, int(i), t.content, "", pending(r));
           if (!t.calls.empty()) {

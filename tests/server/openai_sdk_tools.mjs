@@ -74,13 +74,16 @@ const streamed = async (params) => {
 const base = { model, messages, tools, temperature: 0, max_tokens: 120 };
 const a = await client.chat.completions.create({ ...base, tool_choice: named });
 check('named', a.choices[0].message.tool_calls, a.choices[0].finish_reason, a.choices[0].message.content);
-const r = await client.chat.completions.create({ ...base, tool_choice: 'required', temperature: 1, seed: 3 });
+// parallel_tool_calls false: an array of one call, so the reply closes within max_tokens whatever
+// the sampled arguments are (with parallel calls a small model may keep adding calls).
+const r = await client.chat.completions.create({ ...base, tool_choice: 'required', parallel_tool_calls: false,
+                                                   temperature: 1, seed: 3 });
 check('required', r.choices[0].message.tool_calls, r.choices[0].finish_reason, r.choices[0].message.content);
 
 const s = await streamed({ ...base, tool_choice: named, temperature: 1, seed: 5 });
 check('named stream', s.calls, s.finish, s.content);
 out.named_stream_fragments = s.fragments;
-const sr = await streamed({ ...base, tool_choice: 'required', temperature: 1, seed: 6 });
+const sr = await streamed({ ...base, tool_choice: 'required', parallel_tool_calls: false, temperature: 1, seed: 6 });
 check('required stream', sr.calls, sr.finish, sr.content);
 
 // The round trip: the call and its result go back; the model answers (auto: it may call again).

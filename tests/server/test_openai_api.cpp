@@ -387,6 +387,15 @@ TEST(OpenAiApi, ForcedToolChoiceConstrainsTheReply) {
   EXPECT_FALSE(matches(req.grammar, "[]")) << "at least one call";
   EXPECT_FALSE(matches(req.grammar, R"([{"name":"get_date","parameters":{}}])")) << "not a tool";
   EXPECT_FALSE(matches(req.grammar, R"([{"name":"get_weather","parameters":{}}])")) << "city is required";
+  // parallel_tool_calls false: an array of exactly one call.
+  body["parallel_tool_calls"] = false;
+  ApiRequest one = parse_chat_request(body);
+  EXPECT_FALSE(one.parallel_tool_calls);
+  EXPECT_TRUE(matches(one.grammar, R"([{"name":"get_time","parameters":{}}])"));
+  EXPECT_FALSE(matches(one.grammar, R"([{"name":"get_time","parameters":{}},{"name":"get_time","parameters":{}}])"));
+  body["parallel_tool_calls"] = "no";
+  EXPECT_EQ(chat_error(body).param, "parallel_tool_calls");
+  body.erase("parallel_tool_calls");
   body["tool_choice"] = "auto";
   EXPECT_FALSE(parse_chat_request(body).grammar);
   EXPECT_EQ(parse_chat_request(body).tool_choice, ToolChoice::automatic);

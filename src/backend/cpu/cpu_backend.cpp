@@ -65,6 +65,12 @@ struct ProjCpu {
   int out = 0, in = 0;
 
   explicit operator bool() const { return !parts.empty(); }
+  bool all_packed() const {
+    if (parts.size() > 8) return false;
+    for (const Part& p : parts)
+      if (!p.pk) return false;
+    return true;
+  }
   size_t bytes() const {
     size_t n = 4 * b.size();
     for (const Part& p : parts) n += p.q ? p.q->bytes() : p.pk ? p.pk.bytes() : 4 * p.w.size();
@@ -72,6 +78,16 @@ struct ProjCpu {
   }
   // y [m, out] = x [m, in] W^T (+ b)
   void apply(const float* x, float* y, int m, const FastCtx* f) const {
+    if (f && all_packed()) {  // one parallel region for every part
+      fast::GemmPart gp[8];
+      int off = 0;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        gp[i] = {&parts[i].pk, b.empty() ? nullptr : b.data() + off, y + off};
+        off += parts[i].rows;
+      }
+      fast::gemm_parts(f->isa, *f->pool, x, m, {gp, parts.size()}, out);
+      return;
+    }
     int off = 0;
     for (const Part& p : parts) {
       const float* bias = b.empty() ? nullptr : b.data() + off;
@@ -355,19 +371,23 @@ void CpuBackend::attention() {
   const int d = c_.head_dim, qd = c_.q_dim(), kvd = c_.kv_dim(), ld = qd + 2 * kvd;
   int t0 = 0;
   for (const SeqChunk& ch : chunks_) {
-    auto encode = [&](int i, int h) {
+    // side 0: K, 1: V, 2: both
+    auto encode = [&](int i, int h, int side) {
       const int p = ch.start_pos + i;
       const int page = ch.block_table[p / kPageSize], slot = p % kPageSize;
       const float* row = qkv_.data() + size_t(t0 + i) * ld + qd + size_t(h) * d;
-      fmt_->k.encode(row, d, k_slot(l_, page, h, slot));
-      fmt_->v.encode(row + kvd, d, v_slot(l_, page, h, slot));
+      if (side != 1) fmt_->k.encode(row, d, k_slot(l_, page, h, slot));
+      if (side != 0) fmt_->v.encode(row + kvd, d, v_slot(l_, page, h, slot));
     };
     if (fast_) {
-      pool_->parallel_for(ch.n_tokens * c_.n_kv_heads, [&](int task, int) { encode(task / c_.n_kv_heads, task % c_.n_kv_heads); });
+      // NOTE: K and V rows are separate tasks: the E8 encoders cost ~60 us a row, so even one
+      // decode token is worth spreading.
+      const int nkv = c_.n_kv_heads;
+      pool_->parallel_for(ch.n_tokens * nkv * 2, [&](int task, int) { encode(task / (2 * nkv), task / 2 % nkv, task % 2); });
     } else {
 #pragma omp parallel for collapse(2) schedule(static) if (ch.n_tokens * c_.n_kv_heads > 8)
       for (int i = 0; i < ch.n_tokens; ++i)
-        for (int h = 0; h < c_.n_kv_heads; ++h) encode(i, h);
+        for (int h = 0; h < c_.n_kv_heads; ++h) encode(i, h, 2);
     }
     if (observer_) {
       for (int i = 0; i < ch.n_tokens; ++i) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 #include "core/dtype.h"
@@ -92,34 +93,52 @@ PackedBf16 PackedBf16::from_f32(const float* w, int n, int k, size_t ldw) {
 
 void gemm(Isa isa, ThreadPool& pool, const float* x, int m, const PackedBf16& w, const float* bias, float* y, int ldy,
           const GemmLimits& lim) {
+  const GemmPart part{&w, bias, y};
+  gemm_parts(isa, pool, x, m, {&part, 1}, ldy, lim);
+}
+
+void gemm_parts(Isa isa, ThreadPool& pool, const float* x, int m, std::span<const GemmPart> parts, int ldy,
+                const GemmLimits& lim) {
   const Kernels& K = kernels(isa);
-  const int P = w.panels(), pairs = (P + 1) / 2;
+  const int k = parts[0].w->k, kp2 = parts[0].w->kp() / 2;
+  // Tasks: (part, panel pair, row block), numbered part by part.
+  int first[8], n_tasks = 0;
+  NINFER_CHECK(parts.size() <= std::size(first), "gemm_parts: {} parts", parts.size());
+  const int mb = (m + kRowBlock - 1) / kRowBlock;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    NINFER_CHECK(parts[i].w->k == k, "gemm_parts: parts of different widths");
+    first[i] = n_tasks;
+    n_tasks += (parts[i].w->panels() + 1) / 2 * mb;
+  }
   // NOTE: one kernel per ISA for every m, so a row's result does not depend on what it is
   // batched with (the server's n > 1 and batched requests must equal single ones).
   const bool bf16x = K.gemm_bf16x != nullptr;
-  const int mb = (m + kRowBlock - 1) / kRowBlock, rows_per = kRowBlock;
   // NOTE: a thread-local scratch: parallel_for is not reentrant, so one per thread suffices.
   // (The workers see their own thread_local, so the lambda takes the pointer.)
   thread_local std::vector<uint32_t> xb_scratch;
   const uint32_t *xb = nullptr, *xlo = nullptr;
-  const size_t xn = size_t(m) * size_t(w.kp() / 2);
+  const size_t xn = size_t(m) * size_t(kp2);
   if (bf16x) {
     xb_scratch.resize(2 * xn);
-    K.to_bf16_pairs(x, m, w.k, xb_scratch.data(), xb_scratch.data() + xn);
+    K.to_bf16_pairs(x, m, k, xb_scratch.data(), xb_scratch.data() + xn);
     xb = xb_scratch.data();
     xlo = xb + xn;
   }
-  pool.parallel_for(pairs * mb, [&](int t, int) {
-    const int pp = t / mb, b = t % mb;
-    const int i0 = b * rows_per, rows = std::min(rows_per, m - i0);
+  pool.parallel_for(n_tasks, [&](int t, int) {
+    size_t pi = parts.size() - 1;
+    while (first[pi] > t) --pi;
+    const GemmPart& part = parts[pi];
+    const int local = t - first[pi], pp = local / mb, b = local % mb, P = part.w->panels();
+    const int i0 = b * kRowBlock, rows = std::min(kRowBlock, m - i0);
     const int p0 = 2 * pp, p1 = std::min(P, p0 + 2);
     GemmLimits l;
     if (lim.row_cols) l.row_cols = lim.row_cols + i0;
     if (lim.row_k) l.row_k = lim.row_k + i0;
+    float* y = part.y + size_t(i0) * ldy;
     if (bf16x)
-      K.gemm_bf16x(xb + size_t(i0) * (w.kp() / 2), xlo + size_t(i0) * (w.kp() / 2), rows, w, p0, p1, bias, y + size_t(i0) * ldy, ldy, l);
+      K.gemm_bf16x(xb + size_t(i0) * kp2, xlo + size_t(i0) * kp2, rows, *part.w, p0, p1, part.bias, y, ldy, l);
     else
-      K.gemm_f32x(x + size_t(i0) * w.k, rows, w.k, w, p0, p1, bias, y + size_t(i0) * ldy, ldy, l);
+      K.gemm_f32x(x + size_t(i0) * k, rows, k, *part.w, p0, p1, part.bias, y, ldy, l);
   });
 }
 

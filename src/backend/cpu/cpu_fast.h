@@ -11,6 +11,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -70,6 +71,15 @@ void gemm(Isa isa, ThreadPool& pool, const float* x, int m, const PackedBf16& w,
           int ldy, const GemmLimits& lim = {});
 void gemm(Isa isa, ThreadPool& pool, const float* x, int m, const PackedF32& w, float* y, int ldy,
           const GemmLimits& lim = {});
+// Several W of one width against the same x in one parallel region (a projection's q|k|v or
+// gate|up parts): part i writes y_i[r * ldy + j] (+ bias_i[j]). At most 8 parts.
+struct GemmPart {
+  const PackedBf16* w;
+  const float* bias;  // or null
+  float* y;
+};
+void gemm_parts(Isa isa, ThreadPool& pool, const float* x, int m, std::span<const GemmPart> parts, int ldy,
+                const GemmLimits& lim = {});
 
 // The kernels behind gemm, one set per instruction set (cpu_fast_<isa>.cpp). Each computes
 // whole panels [p0, p1) of W for rows [0, m) of x; x is fp32 [m, k] (xb, xlo: the same

@@ -103,23 +103,29 @@ void gemm_f32x(const float* x, int m, int k, const PackedBf16& w, int p0, int p1
   }
 }
 
-// Rows [0, MR) of x (bf16 hi and lo pairs) against two panels with vdpbf16ps: 2 * MR
-// accumulators, each taking the hi and the lo product.
+// Rows [0, MR) of x (bf16 hi and lo pairs) against two panels with vdpbf16ps: the hi and the
+// lo products in separate accumulators (4 * MR), so even one row keeps four independent
+// chains in flight and decode is bound by memory, not by the dot product's latency.
 template <int MR>
 void bf16x_tile(const uint32_t* xb, const uint32_t* xl, int ldx, int qend, const uint16_t* pa, const uint16_t* pb,
                 bool two, float* y, int ldy, int j0, int n, const float* bias) {
-  __m512 acc[MR][2];
-  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  __m512 ah[MR][2], al[MR][2];
+  for (int i = 0; i < MR; ++i) ah[i][0] = ah[i][1] = al[i][0] = al[i][1] = _mm512_setzero_ps();
   for (int q = 0; q < qend; ++q) {
     const __m512bh wa = (__m512bh)_mm512_loadu_si512(pa + size_t(q) * 32);
     const __m512bh wb = (__m512bh)_mm512_loadu_si512(pb + size_t(q) * 32);
     for (int i = 0; i < MR; ++i) {
       const __m512bh xh = (__m512bh)_mm512_set1_epi32(int(xb[size_t(i) * ldx + q]));
       const __m512bh xo = (__m512bh)_mm512_set1_epi32(int(xl[size_t(i) * ldx + q]));
-      acc[i][0] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[i][0], xh, wa), xo, wa);
-      acc[i][1] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[i][1], xh, wb), xo, wb);
+      ah[i][0] = _mm512_dpbf16_ps(ah[i][0], xh, wa);
+      ah[i][1] = _mm512_dpbf16_ps(ah[i][1], xh, wb);
+      al[i][0] = _mm512_dpbf16_ps(al[i][0], xo, wa);
+      al[i][1] = _mm512_dpbf16_ps(al[i][1], xo, wb);
     }
   }
+  __m512 acc[MR][2];
+  for (int i = 0; i < MR; ++i)
+    for (int h = 0; h < 2; ++h) acc[i][h] = _mm512_add_ps(ah[i][h], al[i][h]);
   for (int i = 0; i < MR; ++i) {
     store_panel(y, ldy, i, j0, n, acc[i][0], bias);
     if (two) store_panel(y, ldy, i, j0 + 16, n, acc[i][1], bias);
@@ -134,16 +140,14 @@ void gemm_bf16x(const uint32_t* xb, const uint32_t* xl, int m, const PackedBf16&
     const bool two = p + 1 < p1;
     const uint16_t* pa = w.data.data() + size_t(p) * panel;
     const uint16_t* pb = two ? pa + panel : pa;
-    for (int i = 0; i < m; i += 8) {
-      const int mr = std::min(8, m - i);
+    for (int i = 0; i < m; i += 6) {
+      const int mr = std::min(6, m - i);
       if (block_cols_max(lim, i, mr) <= 16 * p) continue;
       const int qend = (block_k_max(lim, i, mr, w.k) + 1) / 2;
       const uint32_t* xi = xb + size_t(i) * ldx;
       const uint32_t* xli = xl + size_t(i) * ldx;
       float* yi = y + size_t(i) * ldy;
       switch (mr) {
-        case 8: bf16x_tile<8>(xi, xli, ldx, qend, pa, pb, two, yi, ldy, 16 * p, w.n, bias); break;
-        case 7: bf16x_tile<7>(xi, xli, ldx, qend, pa, pb, two, yi, ldy, 16 * p, w.n, bias); break;
         case 6: bf16x_tile<6>(xi, xli, ldx, qend, pa, pb, two, yi, ldy, 16 * p, w.n, bias); break;
         case 5: bf16x_tile<5>(xi, xli, ldx, qend, pa, pb, two, yi, ldy, 16 * p, w.n, bias); break;
         case 4: bf16x_tile<4>(xi, xli, ldx, qend, pa, pb, two, yi, ldy, 16 * p, w.n, bias); break;
