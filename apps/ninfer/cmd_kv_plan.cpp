@@ -50,6 +50,8 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
         at_load ? at_load->name : cfg.quant ? fmt::format("{} checkpoint", cfg.quant.name) : std::string("bf16");
     const size_t workspace = workspace_estimate(cfg, c->prefill_chunk);
     const size_t headroom = capacity_headroom(memory);
+    // One sequence's recurrent state (DeltaNet layers), planned like the engine's one slot.
+    const size_t state = cfg.state_bytes();
     // The table goes to stdout unless --json, which prints only the JSON array.
     FILE* out = c->json ? stderr : stdout;
     std::fprintf(out, "model %s | %s | layers %d, kv heads %d, head_dim %d | weights %s (%s) | workspace %s | "
@@ -57,6 +59,11 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
                 c->model_dir.c_str(), cfg.architecture.c_str(), cfg.n_layers, cfg.n_kv_heads, cfg.head_dim,
                 format_bytes(weights).c_str(), weights_label.c_str(), format_bytes(workspace).c_str(), format_bytes(headroom).c_str(),
                 format_bytes(memory).c_str());
+    if (state > 0)
+      std::fprintf(out, "layers: %d with a KV cache (full attention), %d Gated DeltaNet with a recurrent state of %s per "
+                   "sequence (conv %d x %d + delta rule %d x %d x %d, fp32), counted once below\n",
+                   cfg.n_attention_layers(), cfg.n_deltanet_layers(), format_bytes(state).c_str(), cfg.dn.conv - 1,
+                   cfg.dn.conv_dim(), cfg.dn.nv, cfg.dn.dk, cfg.dn.dv);
     nlohmann::json arr = nlohmann::json::array();
     std::fprintf(out, "%-12s %14s %14s %12s %10s\n", "format", "bytes/token", "tokens", "pages", "vs bf16");
     int64_t bf16_tokens = 0;
@@ -70,7 +77,7 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
         continue;
       }
       const size_t per_token = kv_bytes_per_token(cfg, *f);
-      const size_t used = weights + workspace + headroom;
+      const size_t used = weights + workspace + headroom + state;
       const int64_t pages = memory > used ? int64_t((memory - used) / (per_token * kPageSize)) : 0;
       const int64_t tokens = pages * kPageSize;
       if (f->name == "bf16") bf16_tokens = tokens;
@@ -85,12 +92,13 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
       row["weights"] = weights_label;
       row["workspace_bytes"] = workspace;
       row["headroom_bytes"] = headroom;
+      row["state_bytes_per_sequence"] = state;
       row["memory_bytes"] = memory;
       if (c->max_context > 0) row["sequences_at_max_context"] = tokens / c->max_context;
       arr.push_back(row);
     }
     if (c->json) std::printf("%s\n", arr.dump(2).c_str());
-    if (weights + workspace + headroom >= memory)
+    if (weights + workspace + headroom + state >= memory)
       fail("{}: the weights alone ({} as {}) with workspace {} and headroom {} do not fit in --memory {}; no KV cache fits",
            c->model_dir, format_bytes(weights), weights_label, format_bytes(workspace), format_bytes(headroom), format_bytes(memory));
   });

@@ -36,6 +36,7 @@ struct Tensor {
   std::string name;
   std::vector<int64_t> shape;
   bool norm = false;
+  uint16_t norm_value = 0x3F80;  // the bf16 bits of a norm's every element
   size_t numel() const {
     size_t n = 1;
     for (int64_t s : shape) n *= size_t(s);
@@ -43,8 +44,8 @@ struct Tensor {
   }
 };
 
-// Writes tensors ts (random values; norms `norm_value`) to out/model.safetensors.
-size_t write_tensors(const fs::path& out, const std::vector<Tensor>& ts, uint64_t seed, uint16_t norm_value);
+// Writes tensors ts (random values; norms their norm_value) to out/model.safetensors.
+size_t write_tensors(const fs::path& out, const std::vector<Tensor>& ts, uint64_t seed);
 
 void write_checkpoint(const fs::path& out, const Shape& s, const fs::path& tok_dir, uint64_t seed) {
   fs::create_directories(out);
@@ -65,7 +66,7 @@ void write_checkpoint(const fs::path& out, const Shape& s, const fs::path& tok_d
   }
   ts.push_back({"model.norm.weight", {H}, true});
   if (!s.tied) ts.push_back({"lm_head.weight", {s.vocab, H}});
-  const size_t off = write_tensors(out, ts, seed, 0x3F80);
+  const size_t off = write_tensors(out, ts, seed);
   json cfg = {{"architectures", {"LlamaForCausalLM"}},
               {"model_type", "llama"},
               {"hidden_size", s.hidden},
@@ -95,7 +96,7 @@ void write_checkpoint(const fs::path& out, const Shape& s, const fs::path& tok_d
               out.string().c_str(), s.layers, s.hidden, s.heads, s.kv_heads, s.head_dim, s.ffn, s.vocab, off / 1e9);
 }
 
-size_t write_tensors(const fs::path& out, const std::vector<Tensor>& ts, uint64_t seed, uint16_t norm_value) {
+size_t write_tensors(const fs::path& out, const std::vector<Tensor>& ts, uint64_t seed) {
   json header = json::object();
   header["__metadata__"] = {{"format", "pt"}, {"note", "random weights written by ninfer make-random-checkpoint"}};
   size_t off = 0;
@@ -117,7 +118,7 @@ size_t write_tensors(const fs::path& out, const std::vector<Tensor>& ts, uint64_
   for (size_t ti = 0; ti < ts.size(); ++ti) {
     const Tensor& t = ts[ti];
     buf.resize(t.numel());
-    fill_random_tensor(buf.data(), buf.size(), seed, ti, t.norm, norm_value);
+    fill_random_tensor(buf.data(), buf.size(), seed, ti, t.norm, t.norm_value);
     f.write(reinterpret_cast<const char*>(buf.data()), std::streamsize(buf.size() * 2));
     if (!f) fail("write to {} failed (disk full?)", file.string());
     done += buf.size() * 2;
@@ -134,10 +135,10 @@ void write_from_config(const fs::path& out, const fs::path& cfg_path, const fs::
   fs::create_directories(out);
   std::vector<Tensor> ts;
   for (auto& [name, shape] : list_weights(c)) {
-    ts.push_back({name, shape, is_norm_tensor(name)});
+    // Gemma-style norms store w - 1: 0 there is a plain RMSNorm.
+    ts.push_back({name, shape, is_norm_tensor(name), norm_fill_value(c, name)});
   }
-  // Gemma-style norms store w - 1: 0 there is a plain RMSNorm.
-  const size_t bytes = write_tensors(out, ts, seed, norm_fill_value(c));
+  const size_t bytes = write_tensors(out, ts, seed);
   fs::copy_file(cfg_path, out / "config.json", fs::copy_options::overwrite_existing);
   for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
     if (fs::exists(tok_dir / name)) fs::copy_file(tok_dir / name, out / name, fs::copy_options::overwrite_existing);

@@ -28,6 +28,10 @@ struct SeqChunk {
   const int32_t* block_table = nullptr;  // [n_blocks] physical page ids
   int n_blocks = 0;                    // must cover start_pos + n_tokens tokens
   bool all_logits = false;             // logits for every token, else only the last one
+  // Models with DeltaNet layers (ModelConfig::state_bytes() > 0): the sequence's recurrent
+  // state slot (Backend::init_state). A chunk at start_pos 0 starts from a zero state; any
+  // other continues the slot's state, which must then be this sequence's after start_pos tokens.
+  int state_slot = -1;
 };
 
 struct MemoryInfo {
@@ -47,6 +51,9 @@ class Backend {
   // (Re)allocates the per-layer K and V page pools for n_pages pages of `fmt`.
   virtual void init_kv(const KvFormat& fmt, int n_pages) = 0;
   virtual const KvFormat& kv_format() const = 0;
+  // (Re)allocates n_slots recurrent-state slots of ModelConfig::state_bytes() each, keeping the
+  // contents of the first min(old, new) slots. Models without DeltaNet layers need none.
+  virtual void init_state(int n_slots) { (void)n_slots; }
   // Runs the chunks; `logits` receives, in chunk order, n_tokens rows (all_logits) or one
   // row per chunk, each [vocab] fp32.
   virtual void forward(std::span<const SeqChunk> chunks, std::vector<float>& logits) = 0;

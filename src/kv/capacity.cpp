@@ -12,7 +12,7 @@
 namespace ninfer {
 
 size_t kv_bytes_per_token(const ModelConfig& c, const KvFormat& f) {
-  return size_t(c.n_layers) * size_t(c.n_kv_heads) * f.bytes_per_head_token(c.head_dim);
+  return size_t(c.n_attention_layers()) * size_t(c.n_kv_heads) * f.bytes_per_head_token(c.head_dim);
 }
 
 size_t kv_page_bytes(const ModelConfig& c, const KvFormat& f) { return kv_bytes_per_token(c, f) * kPageSize; }
@@ -35,7 +35,10 @@ CapacityPlan plan_capacity(const CapacityInputs& in) {
   NINFER_CHECK(in.page_bytes > 0, "page_bytes is 0");
   CapacityPlan p;
   p.headroom = capacity_headroom(in.memory);
-  const size_t used = in.weights + in.workspace + p.headroom;
+  p.state_slots = in.state_slots;
+  p.state_slot_bytes = in.state_slot_bytes;
+  const size_t state = size_t(in.state_slots) * in.state_slot_bytes;
+  const size_t used = in.weights + in.workspace + state + p.headroom;
   const size_t avail = in.memory > used ? in.memory - used : 0;
   p.pages_fit = int64_t(avail / in.page_bytes);
   const int64_t min_pages = pages_for_tokens(in.max_context);
@@ -45,25 +48,25 @@ CapacityPlan plan_capacity(const CapacityInputs& in) {
       fail("--kv-capacity {} tokens cannot hold one --max-context {} sequence", in.kv_capacity, in.max_context);
     if (p.pages > p.pages_fit)
       fail("--kv-capacity {} tokens needs {} of KV but only {} is available ({} memory - {} weights "
-           "- {} workspace - {} headroom)",
+           "- {} workspace - {} state - {} headroom)",
            in.kv_capacity, format_bytes(size_t(p.pages) * in.page_bytes),
            format_bytes(size_t(p.pages_fit) * in.page_bytes), format_bytes(in.memory),
-           format_bytes(in.weights), format_bytes(in.workspace), format_bytes(p.headroom));
+           format_bytes(in.weights), format_bytes(in.workspace), format_bytes(state), format_bytes(p.headroom));
   } else {
     p.automatic = true;
     p.pages = p.pages_fit;
     if (in.auto_cap_tokens > 0) p.pages = std::min<int64_t>(p.pages, pages_for_tokens(in.auto_cap_tokens));
     if (p.pages < min_pages)
       fail("not enough memory for one --max-context {} sequence: {} of KV available ({} memory - {} "
-           "weights - {} workspace - {} headroom), {} needed; lower --max-context or use a smaller "
+           "weights - {} workspace - {} state - {} headroom), {} needed; lower --max-context or use a smaller "
            "--kv-dtype",
            in.max_context, format_bytes(size_t(p.pages_fit) * in.page_bytes), format_bytes(in.memory),
-           format_bytes(in.weights), format_bytes(in.workspace), format_bytes(p.headroom),
+           format_bytes(in.weights), format_bytes(in.workspace), format_bytes(state), format_bytes(p.headroom),
            format_bytes(size_t(min_pages) * in.page_bytes));
   }
   p.tokens = p.pages * kPageSize;
   p.kv_bytes = size_t(p.pages) * in.page_bytes;
-  p.runtime_bytes = in.weights + in.workspace + p.kv_bytes;
+  p.runtime_bytes = in.weights + in.workspace + state + p.kv_bytes;
   p.free_bytes = in.memory > p.runtime_bytes ? in.memory - p.runtime_bytes : 0;
   return p;
 }
@@ -81,9 +84,11 @@ std::string format_bytes(size_t b) {
 }
 
 std::string capacity_line(const CapacityPlan& p, const KvFormat& f) {
-  return fmt::format("capacity | KV {} tokens, {}, {} | pages {}/{} | runtime {} | free {}",
+  const std::string state =
+      p.state_slots > 0 ? fmt::format(" | state {} x {}", p.state_slots, format_bytes(p.state_slot_bytes)) : "";
+  return fmt::format("capacity | KV {} tokens, {}, {} | pages {}/{}{} | runtime {} | free {}",
                      with_commas(p.tokens), f.name, p.automatic ? "auto" : "explicit",
-                     with_commas(p.pages), with_commas(p.pages_fit), format_bytes(p.runtime_bytes),
+                     with_commas(p.pages), with_commas(p.pages_fit), state, format_bytes(p.runtime_bytes),
                      format_bytes(p.free_bytes));
 }
 

@@ -18,7 +18,8 @@ namespace ninfer {
 struct ModelConfig;
 struct WeightFormat;
 
-// Bytes of KV per token over all layers and KV heads, codes and scales.
+// Bytes of KV per token over all attention layers (DeltaNet layers keep none) and KV heads,
+// codes and scales.
 size_t kv_bytes_per_token(const ModelConfig& c, const KvFormat& f);
 // Bytes of one page (kPageSize tokens) over all layers, K and V: what Backend::page_bytes returns.
 size_t kv_page_bytes(const ModelConfig& c, const KvFormat& f);
@@ -40,6 +41,9 @@ struct CapacityInputs {
   int64_t max_context = 0;     // tokens one sequence may hold
   int64_t kv_capacity = 0;     // explicit token capacity, 0: automatic
   int64_t auto_cap_tokens = 0; // automatic capacity limited to this many tokens (0: none)
+  // Recurrent state (DeltaNet layers): slots planned for and the bytes of one.
+  int state_slots = 0;
+  size_t state_slot_bytes = 0;
 };
 
 struct CapacityPlan {
@@ -47,7 +51,9 @@ struct CapacityPlan {
   int64_t pages = 0;
   int64_t pages_fit = 0;     // pages that would fit in the available memory
   size_t kv_bytes = 0;
-  size_t runtime_bytes = 0;  // weights + workspace + kv
+  int state_slots = 0;       // recurrent-state slots and the bytes of one (0: none)
+  size_t state_slot_bytes = 0;
+  size_t runtime_bytes = 0;  // weights + workspace + state + kv
   size_t free_bytes = 0;     // memory - runtime (headroom included)
   size_t headroom = 0;
   bool automatic = false;
@@ -58,7 +64,8 @@ size_t capacity_headroom(size_t memory);
 // fit, or when not even one max_context sequence fits automatically.
 CapacityPlan plan_capacity(const CapacityInputs& in);
 // "capacity | KV 181,568 tokens, rk2v4-e8, auto | pages 2,837/4,096 | runtime 7.31 GiB | free 2.30 GiB"
-// (pages allocated / pages that fit in the memory available).
+// (pages allocated / pages that fit in the memory available), with "| state 4 x 60.4 MiB"
+// before runtime for a model with recurrent state.
 std::string capacity_line(const CapacityPlan& p, const KvFormat& f);
 
 std::string with_commas(int64_t v);

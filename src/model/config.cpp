@@ -33,9 +33,26 @@ std::vector<int32_t> ids_field(const json& v, const std::string& src, const char
 
 float ModelConfig::score_scale() const { return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(float(head_dim)); }
 
+int ModelConfig::n_attention_layers() const {
+  int n = 0;
+  for (const LayerSpec& l : layers) n += l.mixer == Mixer::Attention;
+  return n;
+}
+
+int ModelConfig::n_deltanet_layers() const { return int(layers.size()) - n_attention_layers(); }
+
+int ModelConfig::qkv_width() const {
+  int w = n_attention_layers() > 0 ? q_dim() * (attn_gate ? 2 : 1) + 2 * kv_dim() : 0;
+  if (n_deltanet_layers() > 0) w = std::max(w, dn.proj_dim());
+  return w;
+}
+
+size_t ModelConfig::state_bytes() const { return size_t(n_deltanet_layers()) * dn.state_floats() * 4; }
+
 int ModelConfig::max_window() const {
   int w = 0;
   for (const LayerSpec& l : layers) {
+    if (l.mixer != Mixer::Attention) continue;
     if (l.window == 0) return 0;
     w = std::max(w, l.window);
   }
@@ -55,14 +72,23 @@ wide params_wide(const ModelConfig& c) {
   wide total = wide(c.vocab) * h + h;
   if (!c.tie_embeddings) total += wide(c.vocab) * h;
   for (int l = 0; l < c.n_layers; ++l) {
-    wide per = h * q + 2 * h * kv + q * h + 2 * h;
-    if (c.qk_norm) per += 2 * c.head_dim;
-    if (c.qk_norm_full) per += q + kv;
-    if (c.qkv_bias) per += q + 2 * kv;
+    const bool dn = size_t(l) < c.layers.size() && c.layers[size_t(l)].mixer == Mixer::DeltaNet;
+    wide per = 2 * h;
+    if (dn) {
+      const DeltaNetShape& s = c.dn;
+      per += h * s.proj_dim() + wide(s.value_dim()) * h + wide(s.conv_dim()) * s.conv + 2 * wide(s.nv) + s.dv;
+    } else {
+      per += h * q * (c.attn_gate ? 2 : 1) + 2 * h * kv + q * h;
+      if (c.qk_norm) per += 2 * c.head_dim;
+      if (c.qk_norm_full) per += q + kv;
+      if (c.qkv_bias) per += q + 2 * kv;
+    }
     if (size_t(l) < c.layers.size() && c.layers[size_t(l)].moe)
       per += wide(c.n_experts) * 3 * h * c.moe_ffn + wide(c.n_experts) * h;
     else
       per += 3 * h * c.ffn;
+    if (size_t(l) < c.layers.size() && c.layers[size_t(l)].moe && c.shared_ffn > 0)
+      per += 3 * h * wide(c.shared_ffn) + h;
     total += per;
   }
   return total;

@@ -19,11 +19,33 @@ struct Family;
 
 enum class Activation { Silu, GeluTanh };
 
+// A layer's token mixer: softmax attention over the paged KV cache, or Gated DeltaNet linear
+// attention over a fixed-size recurrent state per sequence (Qwen3-Next, Qwen3.5).
+enum class Mixer : uint8_t { Attention, DeltaNet };
+
 // What one decoder layer does differently from the others.
 struct LayerSpec {
   int window = 0;     // sliding window (a query at p sees keys k, p - window < k <= p); 0: all keys
   int rope = 0;       // index into ModelConfig::ropes
   bool moe = false;   // mixture-of-experts FFN (else dense)
+  Mixer mixer = Mixer::Attention;
+};
+
+// Gated DeltaNet shapes (linear_* fields): nk key heads of dk (queries alike), nv value heads of
+// dv (each key head serves nv / nk consecutive value heads), a causal depthwise conv of `conv`
+// taps over q | k | v.
+struct DeltaNetShape {
+  int nk = 0, nv = 0, dk = 0, dv = 0, conv = 0;
+  // Qwen3-Next packs in_proj_qkvz / in_proj_ba per key head ([q k v z] of each group, [b a] of
+  // each group); Qwen3.5 has in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, each flat.
+  bool grouped = false;
+  int key_dim() const { return nk * dk; }
+  int value_dim() const { return nv * dv; }
+  int conv_dim() const { return 2 * key_dim() + value_dim(); }
+  // One token's projection: q | k | v | z | b | a (flat) or the grouped layout, same width.
+  int proj_dim() const { return conv_dim() + value_dim() + 2 * nv; }
+  // fp32 state of one layer for one sequence: the conv's last conv - 1 inputs and S [nv][dk][dv].
+  size_t state_floats() const { return size_t(conv - 1) * size_t(conv_dim()) + size_t(nv) * dk * dv; }
 };
 
 struct ModelConfig {
@@ -59,6 +81,13 @@ struct ModelConfig {
   // Mixture of experts (layers with LayerSpec::moe).
   int n_experts = 0, top_k = 0, moe_ffn = 0;
   bool norm_topk = false;       // renormalise the top-k router probabilities to sum to 1
+  int shared_ffn = 0;           // a shared expert beside the routed ones, sigmoid-gated (0: none)
+  // Hybrids: attention output gated per element (q_proj gives query | gate for each head; ATT
+  // *= sigmoid(gate)), the DeltaNet layers' shapes, and the MTP head's layer count (weights
+  // bound, not used yet).
+  bool attn_gate = false;
+  DeltaNetShape dn;
+  int mtp_layers = 0;
   std::vector<RopeSpec> ropes;  // [0]: global layers; Gemma 3's local layers use [1]
   std::vector<LayerSpec> layers;  // [n_layers]
   std::optional<int32_t> bos_id;
@@ -68,6 +97,12 @@ struct ModelConfig {
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
+  int n_attention_layers() const;  // layers with a KV cache
+  int n_deltanet_layers() const;
+  // Widest row of the QKV buffer over the layers: q | k | v (| gate) or a DeltaNet projection.
+  int qkv_width() const;
+  // Bytes of recurrent state one sequence holds over all DeltaNet layers (fp32); 0 for none.
+  size_t state_bytes() const;
   float score_scale() const;     // attn_scale, or 1/sqrt(head_dim)
   int max_window() const;        // the largest window of any layer (0 when one layer has none)
   int64_t n_params() const;      // parameter count implied by the shapes

@@ -6,8 +6,9 @@
 // Activations a layer works on (backend-owned, one row per token of the forward):
 //   X    [T, hidden] fp32   the residual stream
 //   H    [T, hidden]        the input of a projection (bf16 on the GPU)
-//   QKV  [T, q_dim + 2 kv_dim] fp32   q heads, then k heads, then v heads
-//   ATT  [T, q_dim]         attention output (the input of o_proj)
+//   QKV  [T, q_dim + 2 kv_dim] fp32   q heads, then k heads, then v heads (rows of
+//        ModelConfig::qkv_width(): a gated q_proj's gates, a DeltaNet projection are wider)
+//   ATT  [T, q_dim]         attention output (the input of o_proj); [T, value_dim] after delta_net
 //   TMP  [T, hidden] fp32   a block output before its post-norm
 //   GU   [T, 2 ffn] fp32    gate | up
 //   FF   [T, ffn]           act(gate) * up (the input of down_proj)
@@ -25,10 +26,15 @@ struct LayerWeights;
 class WeightBinder;
 
 enum class Buf { X, H, QKV, ATT, TMP, GU, FF };
-// Per-layer vectors ([hidden], or [head_dim] / [q_dim], [kv_dim] for the q/k norms).
-enum class Vec { AttnNorm, PostAttnNorm, FfnNorm, PostFfnNorm, QNorm, KNorm, kCount };
-// Per-layer projections (weights [out, in], optional bias [out]).
-enum class Proj { Qkv, O, GateUp, Down, Router, kCount };
+// Per-layer vectors ([hidden], or [head_dim] / [q_dim], [kv_dim] for the q/k norms), then the
+// DeltaNet layers' parameters: the conv taps [conv_dim, 1, conv], A_log [nv], dt_bias [nv] and
+// the gated norm's weight [dv]. Family::norm_offset_one applies to the norms only (vec_is_norm).
+enum class Vec { AttnNorm, PostAttnNorm, FfnNorm, PostFfnNorm, QNorm, KNorm, DnConv, DnALog, DnDtBias, DnNorm, kCount };
+inline bool vec_is_norm(Vec v) { return int(v) <= int(Vec::KNorm); }
+// Per-layer projections (weights [out, in], optional bias [out]). A DeltaNet layer's input
+// projection is Qkv and its out_proj O; the shared expert (ModelConfig::shared_ffn) is
+// SharedGateUp, SharedDown and its gate SharedGate [1, hidden].
+enum class Proj { Qkv, O, GateUp, Down, Router, SharedGateUp, SharedDown, SharedGate, kCount };
 
 class LayerOps {
  public:
@@ -50,8 +56,20 @@ class LayerOps {
   // FF = act(GU[:, :ffn]) * GU[:, ffn:]
   virtual void gated_act(Activation a) = 0;
   // X += alpha * sum over the top-k experts e of p_e * down_e(act(gate_e(H)) * up_e(H)),
-  // p = softmax(H W_router^T) restricted to the top k (renormalised when norm_topk).
+  // p = softmax(H W_router^T) restricted to the top k (renormalised when norm_topk); with a
+  // shared expert also X += alpha * sigmoid(H w_sg) * down_s(silu(gate_s(H)) * up_s(H)).
   virtual void moe(float alpha) = 0;
+  // Gated attention (ModelConfig::attn_gate): QKV rows as the projection wrote them, [query_h
+  // | gate_h] for each head h then k and v, become q | k | v with the gates set aside.
+  virtual void split_attn_gate() = 0;
+  // ATT *= sigmoid(the gates split_attn_gate set aside).
+  virtual void attn_gate() = 0;
+  // Gated DeltaNet on the projection in QKV (DeltaNetShape's layout): causal conv + SiLU over
+  // q | k | v continuing the sequence's conv state, q and k L2-normalised (q also scaled by
+  // 1/sqrt(dk)), decay g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b), and per value
+  // head S = exp(g) S; S += k (beta (v - S^T k))^T; o = S^T q, on the sequence's state; then
+  // ATT = rmsnorm(o) * w * silu(z) per value head.
+  virtual void delta_net() = 0;
 };
 
 struct Family {

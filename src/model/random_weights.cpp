@@ -28,11 +28,13 @@ void fill_random_tensor(uint16_t* dst, size_t n, uint64_t seed, size_t index, bo
 
 bool is_norm_tensor(const std::string& name) { return name.find("norm") != std::string::npos; }
 
-uint16_t norm_fill_value(const ModelConfig& c) { return c.family->norm_offset_one ? uint16_t(0) : uint16_t(0x3F80); }
+uint16_t norm_fill_value(const ModelConfig& c, const std::string& name) {
+  if (name.find("linear_attn.norm.") != std::string::npos) return 0x3F80;
+  return c.family->norm_offset_one ? uint16_t(0) : uint16_t(0x3F80);
+}
 
 std::unique_ptr<TensorStore> random_tensor_store(const ModelConfig& c, uint64_t seed) {
   auto store = std::make_unique<TensorStore>();
-  const uint16_t norm_value = norm_fill_value(c);
   size_t index = 0;
   for (auto& [name, shape] : list_weights(c)) {
     TensorInfo t;
@@ -42,7 +44,8 @@ std::unique_ptr<TensorStore> random_tensor_store(const ModelConfig& c, uint64_t 
     t.file = "(random weights, seed " + std::to_string(seed) + ")";
     const size_t n = size_t(t.numel());
     std::unique_ptr<uint8_t[]> data(new uint8_t[n * 2]);
-    fill_random_tensor(reinterpret_cast<uint16_t*>(data.get()), n, seed, index++, is_norm_tensor(name), norm_value);
+    fill_random_tensor(reinterpret_cast<uint16_t*>(data.get()), n, seed, index++, is_norm_tensor(name),
+                       norm_fill_value(c, name));
     store->add_owned(std::move(t), std::move(data));
   }
   return store;

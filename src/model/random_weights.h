@@ -21,8 +21,9 @@ void fill_random_tensor(uint16_t* dst, size_t n, uint64_t seed, size_t index, bo
 // Whether a tensor of list_weights() is a norm (filled with the norm value).
 bool is_norm_tensor(const std::string& name);
 
-// The bf16 bits a norm weight of config c is filled with (1.0, or 0.0 for w - 1 storage).
-uint16_t norm_fill_value(const ModelConfig& c);
+// The bf16 bits norm weight `name` of config c is filled with: 1.0, or 0.0 for w - 1 storage
+// (Family::norm_offset_one), except a DeltaNet's gated norm, which multiplies by w as stored.
+uint16_t norm_fill_value(const ModelConfig& c, const std::string& name);
 
 // Every tensor config c binds (list_weights order), bf16, random, held in memory.
 std::unique_ptr<TensorStore> random_tensor_store(const ModelConfig& c, uint64_t seed);

@@ -81,6 +81,10 @@ std::unique_ptr<Engine> Engine::create(const std::filesystem::path& dir, const E
   in.page_bytes = e->backend_->page_bytes(*e->format_);
   in.max_context = e->max_context_;
   in.kv_capacity = opt.kv_capacity;
+  if (c.state_bytes() > 0) {
+    in.state_slots = std::max(1, opt.max_sequences);
+    in.state_slot_bytes = c.state_bytes();
+  }
   if (e->backend_->name() == "cpu") {
     // On the CPU the pool is ordinary RAM: automatic capacity is what the expected sequences
     // need, not all free memory.
@@ -89,13 +93,21 @@ std::unique_ptr<Engine> Engine::create(const std::filesystem::path& dir, const E
   CapacityPlan plan = plan_capacity(in);
   e->pages_ = std::make_unique<PageTable>(int(plan.pages), opt.page_shuffle_seed);
   e->backend_->init_kv(*e->format_, int(plan.pages));
+  if (in.state_slots > 0) {
+    e->backend_->init_state(in.state_slots);
+    e->state_free_.assign(size_t(in.state_slots), true);
+  }
   e->capacity_line_ = ninfer::capacity_line(plan, *e->format_);
   if (opt.prefix_cache) {
     bool length_dependent = false;
     for (const RopeSpec& r : c.ropes) length_dependent = length_dependent || rope_depends_on_length(r);
-    e->prefix_enabled_ = !length_dependent;
+    e->prefix_enabled_ = !length_dependent && c.state_bytes() == 0;
     if (length_dependent && !opt.quiet)
       std::fprintf(stderr, "prefix cache off: the model's rope table depends on the sequence length\n");
+    // NOTE: cached KV pages alone cannot resume a DeltaNet layer: its state after the prefix
+    // would have to be cached too.
+    if (!length_dependent && c.state_bytes() > 0 && !opt.quiet)
+      std::fprintf(stderr, "prefix cache off: the model's linear-attention layers keep a recurrent state\n");
     e->prefix_seed_ = prefix_chain_seed(*e->model_, *e->format_, opt.random_weights_seed);
   }
   if (!opt.quiet) std::fprintf(stderr, "%s\n", e->capacity_line_.c_str());
@@ -150,12 +162,26 @@ void Engine::extend_by_repeating(int32_t seq, int64_t n_tokens) {
 
 int32_t Engine::new_sequence() {
   int32_t id = pages_->create_sequence();
-  seqs_[id] = SeqState{};
+  SeqState st;
+  if (config().state_bytes() > 0) {
+    auto it = std::find(state_free_.begin(), state_free_.end(), true);
+    if (it == state_free_.end()) {  // more sequences than planned: twice the slots (RAM or device memory)
+      const size_t n = state_free_.size();
+      backend_->init_state(int(2 * n));
+      state_free_.resize(2 * n, true);
+      it = state_free_.begin() + ptrdiff_t(n);
+    }
+    *it = false;
+    st.state_slot = int(it - state_free_.begin());
+  }
+  seqs_[id] = std::move(st);
   return id;
 }
 
 void Engine::free_sequence(int32_t seq) {
   pages_->release(seq);
+  auto it = seqs_.find(seq);
+  if (it != seqs_.end() && it->second.state_slot >= 0) state_free_[size_t(it->second.state_slot)] = true;
   seqs_.erase(seq);
 }
 
@@ -264,7 +290,7 @@ void Engine::step(std::span<const StepItem> items, std::vector<float>& logits) {
         NINFER_CHECK(pages_->writable(bt[size_t(b)]), "step would write shared page {} (refs {}, published {})",
                      bt[size_t(b)], pages_->refs(bt[size_t(b)]), pages_->is_published(bt[size_t(b)]));
     chunks.push_back(SeqChunk{it.tokens.data(), int(it.tokens.size()), int(start), bt.data(), int(bt.size()),
-                              it.all_logits});
+                              it.all_logits, seqs_[it.seq].state_slot});
   }
   backend_->forward(chunks, logits);
   for (const StepItem& it : items) {

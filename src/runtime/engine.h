@@ -169,6 +169,7 @@ class Engine {
     std::vector<int32_t> tokens;     // cached tokens
     std::vector<uint64_t> page_keys; // chain key of each full page so far (prefix cache on)
     bool cacheable = true;           // false after extend_by_repeating (pages are not the model's)
+    int state_slot = -1;             // DeltaNet models: the backend's recurrent-state slot
   };
   // Publishes the pages of `seq` that its last step filled.
   void publish_full_pages(int32_t seq);
@@ -185,6 +186,9 @@ class Engine {
   bool prefix_enabled_ = false;
   uint64_t prefix_seed_ = 0;  // chain seed: model identity, KV format, rope settings
   PrefixCacheStats prefix_stats_;
+  // Recurrent-state slots (models with DeltaNet layers): free[i] for slot i; more are
+  // allocated when a new sequence finds none free.
+  std::vector<bool> state_free_;
 };
 
 }  // namespace ninfer

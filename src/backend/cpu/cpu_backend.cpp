@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_fast.h"
 #include "backend/cpu/cpu_fast_attention.h"
+#include "backend/cpu/delta_net.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/thread_pool.h"
 #include "core/dtype.h"
@@ -184,7 +185,7 @@ class CpuBackend final : public Backend, private LayerOps {
     weight_bytes_ += 4 * (embed_.size() + lm_head_.size());
     for (const LayerWeights& L : w.layers) {
       LayerF32 f;
-      for (size_t i = 0; i < f.vec.size(); ++i) f.vec[i] = to_f32(L.vec[i], norm_offset);
+      for (size_t i = 0; i < f.vec.size(); ++i) f.vec[i] = to_f32(L.vec[i], vec_is_norm(Vec(i)) ? norm_offset : 0.0f);
       for (size_t i = 0; i < f.proj.size(); ++i) {
         f.proj[i] = to_cpu(L.proj[i], fp);
         weight_bytes_ += f.proj[i].bytes();
@@ -195,6 +196,13 @@ class CpuBackend final : public Backend, private LayerOps {
       }
       layers_.push_back(std::move(f));
     }
+    // Where each DeltaNet layer's state sits in a sequence's slot.
+    size_t off = 0;
+    for (const LayerSpec& l : c_.layers) {
+      dn_offset_.push_back(off);
+      if (l.mixer == Mixer::DeltaNet) off += c_.dn.state_floats();
+    }
+    slot_floats_ = off;
   }
 
   std::string name() const override { return "cpu"; }
@@ -210,9 +218,16 @@ class CpuBackend final : public Backend, private LayerOps {
     k_pool_.assign(size_t(c_.n_layers), std::vector<uint8_t>());
     v_pool_.assign(size_t(c_.n_layers), std::vector<uint8_t>());
     for (int l = 0; l < c_.n_layers; ++l) {
+      if (c_.layers[size_t(l)].mixer != Mixer::Attention) continue;  // a DeltaNet layer keeps no KV
       k_pool_[size_t(l)].assign(per_page_k * size_t(n_pages), 0);
       v_pool_[size_t(l)].assign(per_page_v * size_t(n_pages), 0);
     }
+  }
+
+  void init_state(int n_slots) override {
+    NINFER_CHECK(n_slots >= 0, "init_state: {} slots", n_slots);
+    n_slots_ = n_slots;
+    state_.resize(size_t(n_slots) * slot_floats_, 0.0f);
   }
 
   const KvFormat& kv_format() const override {
@@ -240,6 +255,7 @@ class CpuBackend final : public Backend, private LayerOps {
       NINFER_CHECK(src[i] >= 0 && src[i] < n_pages_ && dst[i] >= 0 && dst[i] < n_pages_ && src[i] != dst[i],
                    "copy_kv_pages: bad page pair {} -> {} ({} pages)", src[i], dst[i], n_pages_);
       for (int l = 0; l < c_.n_layers; ++l) {
+        if (k_pool_[size_t(l)].empty()) continue;
         uint8_t* k = k_pool_[size_t(l)].data();
         uint8_t* v = v_pool_[size_t(l)].data();
         std::memcpy(k + size_t(dst[i]) * kb, k + size_t(src[i]) * kb, kb);
@@ -289,6 +305,9 @@ class CpuBackend final : public Backend, private LayerOps {
     }
   }
   void moe(float alpha) override;
+  void split_attn_gate() override;
+  void attn_gate() override;
+  void delta_net() override;
 
   std::vector<float>& buf(Buf b) {
     switch (b) {
@@ -329,7 +348,13 @@ class CpuBackend final : public Backend, private LayerOps {
   std::span<const SeqChunk> chunks_;
   int T_ = 0, l_ = 0;
   std::vector<int> pos_;
-  std::vector<float> x_, h_, qkv_, att_, tmp_, gu_, ff_, tmp2_;
+  std::vector<float> x_, h_, qkv_, att_, tmp_, gu_, ff_, tmp2_, gate_;
+  // Recurrent state of the DeltaNet layers: n_slots_ slots of slot_floats_, each the layers'
+  // states at dn_offset_[l] (DeltaNetShape::state_floats: conv history, then S).
+  std::vector<float> state_;
+  std::vector<size_t> dn_offset_;
+  size_t slot_floats_ = 0;
+  int n_slots_ = 0;
   // Scratch for attend(): decoded K [n_kv_heads][n_keys][head_dim], decoded V transposed
   // [n_kv_heads][head_dim][n_keys], gathered queries, scores and outputs of one KV head.
   std::vector<float> kd_, vt_, qh_, sc_, oh_;
@@ -548,6 +573,85 @@ void CpuBackend::moe(float alpha) {
       for (int j = 0; j < H; ++j) dst[j] += wgt * y[size_t(i) * H + j];
     }
   }
+  const ProjCpu& sgu = W.proj[size_t(Proj::SharedGateUp)];
+  if (!sgu) return;
+  // The shared expert on every token, scaled by sigmoid(H w_sg).
+  const int S = sgu.out / 2;
+  std::vector<float> sg(static_cast<size_t>(T_));
+  W.proj[size_t(Proj::SharedGate)].apply(h_.data(), sg.data(), T_, fast());
+  gu.resize(size_t(T_) * 2 * S);
+  sgu.apply(h_.data(), gu.data(), T_, fast());
+  act.resize(size_t(T_) * S);
+  for (int t = 0; t < T_; ++t)
+    cpu::silu_mul(gu.data() + size_t(t) * 2 * S, gu.data() + size_t(t) * 2 * S + S, act.data() + size_t(t) * S, size_t(S));
+  y.resize(size_t(T_) * H);
+  W.proj[size_t(Proj::SharedDown)].apply(act.data(), y.data(), T_, fast());
+  for (int t = 0; t < T_; ++t) {
+    const float wgt = alpha / (1.0f + std::exp(-sg[size_t(t)]));
+    float* dst = x_.data() + size_t(t) * H;
+    for (int j = 0; j < H; ++j) dst[j] += wgt * y[size_t(t) * H + j];
+  }
+}
+
+// QKV rows [T, 2 q_dim + 2 kv_dim] as q_proj | k_proj | v_proj wrote them, q_proj giving
+// [query_h | gate_h] per head: the gates go to gate_ [T, q_dim] and the rows close up to
+// [T, q_dim + 2 kv_dim] in place (each row moves down, never over a row not yet read).
+void CpuBackend::split_attn_gate() {
+  const int d = c_.head_dim, qd = c_.q_dim(), kvd = c_.kv_dim(), ld_in = 2 * qd + 2 * kvd, ld = qd + 2 * kvd;
+  gate_.resize(size_t(T_) * qd);
+  std::vector<float> row(static_cast<size_t>(ld_in));
+  for (int t = 0; t < T_; ++t) {
+    std::memcpy(row.data(), qkv_.data() + size_t(t) * ld_in, size_t(ld_in) * 4);
+    float* dst = qkv_.data() + size_t(t) * ld;
+    for (int h = 0; h < c_.n_heads; ++h) {
+      std::memcpy(dst + size_t(h) * d, row.data() + size_t(h) * 2 * d, size_t(d) * 4);
+      std::memcpy(gate_.data() + size_t(t) * qd + size_t(h) * d, row.data() + size_t(h) * 2 * d + d, size_t(d) * 4);
+    }
+    std::memcpy(dst + qd, row.data() + 2 * qd, size_t(2 * kvd) * 4);
+  }
+}
+
+void CpuBackend::attn_gate() {
+  for (size_t i = 0; i < gate_.size(); ++i) att_[i] *= 1.0f / (1.0f + std::exp(-gate_[i]));
+}
+
+// One sequence at a time (its state is sequential in the tokens); within one, channels and
+// value heads in parallel (backend/cpu/delta_net.h).
+void CpuBackend::delta_net() {
+  const DeltaNetShape& d = c_.dn;
+  const LayerF32& W = L();
+  const int vd = d.value_dim(), ld = d.proj_dim();
+  att_.resize(size_t(T_) * vd);
+  cpu::ParallelFor par = [&](int n, const std::function<void(int)>& fn) {
+    if (fast_) {
+      pool_->parallel_for(n, [&](int i, int) { fn(i); });
+    } else {
+#pragma omp parallel for schedule(dynamic)
+      for (int i = 0; i < n; ++i) fn(i);
+    }
+  };
+  int t0 = 0;
+  for (const SeqChunk& ch : chunks_) {
+    float* st = state_.data() + size_t(ch.state_slot) * slot_floats_ + dn_offset_[size_t(l_)];
+    const size_t conv_floats = size_t(d.conv - 1) * d.conv_dim();
+    if (ch.start_pos == 0) std::fill(st, st + d.state_floats(), 0.0f);  // a new sequence starts from zeros
+    cpu::DeltaNetParams p;
+    p.nk = d.nk, p.nv = d.nv, p.dk = d.dk, p.dv = d.dv, p.conv = d.conv, p.grouped = d.grouped;
+    p.n_tokens = ch.n_tokens;
+    p.proj = qkv_.data() + size_t(t0) * ld;
+    p.ld_proj = ld;
+    p.conv_w = W.vec[size_t(Vec::DnConv)].data();
+    p.a_log = W.vec[size_t(Vec::DnALog)].data();
+    p.dt_bias = W.vec[size_t(Vec::DnDtBias)].data();
+    p.norm_w = W.vec[size_t(Vec::DnNorm)].data();
+    p.eps = c_.rms_eps;
+    p.conv_state = st;
+    p.state = st + conv_floats;
+    p.out = att_.data() + size_t(t0) * vd;
+    p.ld_out = vd;
+    cpu::delta_net_forward(p, par);
+    t0 += ch.n_tokens;
+  }
 }
 
 void CpuBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& logits) {
@@ -561,6 +665,9 @@ void CpuBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& l
     for (int b = 0; b < ch.n_blocks; ++b)
       NINFER_CHECK(ch.block_table[b] >= 0 && ch.block_table[b] < n_pages_, "page id {} out of range",
                    ch.block_table[b]);
+    if (slot_floats_ > 0)
+      NINFER_CHECK(ch.state_slot >= 0 && ch.state_slot < n_slots_, "state slot {} out of range ({} slots)",
+                   ch.state_slot, n_slots_);
     T += ch.n_tokens;
   }
   chunks_ = chunks;
@@ -569,7 +676,7 @@ void CpuBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& l
   x_.assign(Ts * H, 0.0f);
   h_.assign(Ts * H, 0.0f);
   tmp_.assign(Ts * H, 0.0f);
-  qkv_.assign(Ts * size_t(c_.q_dim() + 2 * c_.kv_dim()), 0.0f);
+  qkv_.assign(Ts * size_t(c_.qkv_width()), 0.0f);
   gu_.assign(Ts * 2 * size_t(c_.ffn), 0.0f);
   {
     int t = 0;

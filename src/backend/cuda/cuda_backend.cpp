@@ -163,6 +163,11 @@ class CudaBackend final : public Backend, private LayerOps {
     if (c_.n_heads % c_.n_kv_heads != 0)
       fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", model.dir.string(), c_.n_heads,
            c_.n_kv_heads);
+    // NOTE: the hybrids' DeltaNet layers, gated attention and shared experts have CPU kernels
+    // only so far (issue 26).
+    if (c_.n_deltanet_layers() > 0 || c_.attn_gate || c_.shared_ffn > 0)
+      fail("{}: {} has linear-attention (Gated DeltaNet) layers, which run on the CPU only for now (use --device cpu)",
+           model.dir.string(), c_.architecture);
     NINFER_CUDA_CHECK(cudaSetDevice(opt.device));
     cudaDeviceProp prop{};
     NINFER_CUDA_CHECK(cudaGetDeviceProperties(&prop, opt.device));
@@ -316,6 +321,10 @@ class CudaBackend final : public Backend, private LayerOps {
                                a == Activation::GeluTanh ? 1 : 0);
   }
   void moe(float alpha) override;
+  // Refused at construction (the hybrids run on the CPU only so far).
+  void split_attn_gate() override { fail("split_attn_gate: not on the GPU yet"); }
+  void attn_gate() override { fail("attn_gate: not on the GPU yet"); }
+  void delta_net() override { fail("delta_net: not on the GPU yet"); }
   float* fbuf(Buf b) {
     switch (b) {
       case Buf::X: return x_.as<float>();
@@ -822,6 +831,10 @@ bool cuda_supports_model(const ModelConfig& c, std::string* why) {
   }
   if (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0) {
     if (why) *why = "num_attention_heads is not a multiple of num_key_value_heads";
+    return false;
+  }
+  if (c.n_deltanet_layers() > 0 || c.attn_gate || c.shared_ffn > 0) {
+    if (why) *why = fmt::format("{}'s linear-attention (Gated DeltaNet) layers have no GPU kernels yet", c.architecture);
     return false;
   }
   return true;

@@ -3,10 +3,10 @@
 
 namespace ninfer {
 
-extern const Family kLlamaFamily, kGemmaFamily, kOlmo2Family, kMoeFamily;
+extern const Family kLlamaFamily, kGemmaFamily, kOlmo2Family, kMoeFamily, kQwen3NextFamily;
 
 namespace {
-const Family* const kFamilies[] = {&kLlamaFamily, &kGemmaFamily, &kOlmo2Family, &kMoeFamily};
+const Family* const kFamilies[] = {&kLlamaFamily, &kGemmaFamily, &kOlmo2Family, &kMoeFamily, &kQwen3NextFamily};
 }
 
 const Family* find_family(std::string_view architecture) {
