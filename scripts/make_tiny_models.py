@@ -19,6 +19,7 @@ before writing the goldens, and keeps the transformers-5 layout if they are not.
 """
 import argparse
 import inspect
+import re
 import json
 import math
 import os
@@ -266,6 +267,52 @@ def specs(rope_src):
         name="qwen3-moe-nonorm", cls="Qwen3MoeForCausalLM", seed=1019, long=150, threshold=None,
         cfg=qm2,
         about="as qwen3-moe with norm_topk_prob false (the top-2 softmax probabilities are used as they are)."))
+    # the hybrids (issue 26): Gated DeltaNet layers, every fourth layer gated full attention
+    hyb = dict(vocab_size=VOCAB, hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
+               num_key_value_heads=2, head_dim=64, rms_norm_eps=1e-6, tie_word_embeddings=False,
+               max_position_embeddings=1024, attention_bias=False, linear_conv_kernel_dim=4,
+               linear_key_head_dim=32, linear_value_head_dim=32, linear_num_key_heads=2,
+               linear_num_value_heads=4,
+               layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+               bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    moe = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48)
+    hyb_about = ("4 layers [linear, linear, linear, full]; Gated DeltaNet with 2 key heads / 4 value heads of dim "
+                 "32 (grouped value heads), conv kernel 4; gated attention (q_proj doubled: query | gate per head) "
+                 "with per-head zero-centred q/k norms, 4 q / 2 kv heads of head_dim 64, partial rotary 0.25 "
+                 "(16 of 64 dims); zero-centred (1 + w) RMSNorms; long prompt 200 (the torch chunked delta rule "
+                 "runs in chunks of 64: 4 chunks, the last partial).")
+    S.append(dict(
+        name="qwen3-next", cls="Qwen3NextForCausalLM", seed=1020, long=200, threshold=None,
+        cfg=dict(hyb, intermediate_size=64, decoder_sparse_step=1, norm_topk_prob=True, mlp_only_layers=[],
+                 rope_parameters={"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25},
+                 **moe),
+        about="Qwen3-Next: " + hyb_about + " MoE on every layer: 4 experts top-2 (norm_topk_prob), "
+              "moe_intermediate_size 32, shared expert of 48 with a sigmoid gate; fused in_proj_qkvz / in_proj_ba."))
+    mrope = {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
+             "mrope_section": [3, 3, 2], "mrope_interleaved": True}
+    S.append(dict(
+        name="qwen3.5", cls="Qwen3_5ForCausalLM", seed=1021, long=200, threshold=None,
+        cfg=dict(hyb, intermediate_size=96, rope_parameters=dict(mrope)),
+        about="Qwen3.5 dense text model (model_type qwen3_5_text): " + hyb_about + " Dense SwiGLU MLP of 96; "
+              "separate in_proj_qkv / in_proj_z / in_proj_b / in_proj_a; interleaved mrope sections [3, 3, 2] "
+              "(text positions: plain rope)."))
+    tiny_vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, in_channels=3, patch_size=4,
+                       spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=128, num_position_embeddings=16)
+    mm_ids = dict(image_token_id=VOCAB - 1, video_token_id=VOCAB - 2, vision_start_token_id=VOCAB - 3,
+                  vision_end_token_id=VOCAB - 4)
+    S.append(dict(
+        name="qwen3.5-cond", cls="Qwen3_5ForConditionalGeneration", seed=1022, long=200, threshold=None,
+        cfg=dict(text_config=dict(hyb, intermediate_size=96, rope_parameters=dict(mrope)),
+                 vision_config=dict(tiny_vision), **mm_ids),
+        about="Qwen3.5 as published (Qwen3_5ForConditionalGeneration, text_config nested, a tiny vision tower so "
+              "the checkpoint has the real tensor names): text model as qwen3.5."))
+    S.append(dict(
+        name="qwen3.5-moe", cls="Qwen3_5MoeForConditionalGeneration", seed=1023, long=200, threshold=None,
+        cfg=dict(text_config=dict(hyb, rope_parameters=dict(mrope), **moe),
+                 vision_config=dict(tiny_vision), **mm_ids),
+        about="Qwen3.5-MoE as published (Qwen3_5MoeForConditionalGeneration, as Qwen3.5-35B-A3B): " + hyb_about +
+              " MoE on every layer: 4 experts top-2, moe_intermediate_size 32, shared expert of 48 with a sigmoid "
+              "gate; a tiny vision tower."))
     return S
 
 
@@ -310,14 +357,37 @@ def is_gemma(model):
     return any("Gemma" in type(m).__name__ and "RMSNorm" in type(m).__name__ for m in model.modules())
 
 
+ZC_RE = re.compile(r"1(\.0)?\s*\+\s*self\.weight")
+
+
+def zero_centred_params(model):
+    """Names of norm weights whose module multiplies by (1 + w) (Gemma, Qwen3-Next / Qwen3.5), read from
+    each module's forward source so that the script follows what transformers does."""
+    out = set()
+    for mname, m in model.named_modules():
+        if "norm" not in type(m).__name__.lower() or not isinstance(getattr(m, "weight", None), torch.nn.Parameter):
+            continue
+        try:
+            src = inspect.getsource(type(m).forward)
+        except (OSError, TypeError):
+            continue
+        if ZC_RE.search(src):
+            out.add(f"{mname}.weight" if mname else "weight")
+    return out
+
+
+def is_vision(n):
+    return "vision" in n or "visual" in n
+
+
 def has_qk_norm(model):
     return any(n.endswith("q_norm.weight") for n, _ in model.named_parameters())
 
 
 def final_norm_name(model):
     cands = [n for n, _ in model.named_parameters()
-             if n.endswith("norm.weight") and ".layers." not in n and "vision" not in n
-             and "multi_modal" not in n]
+             if n.endswith("norm.weight") and ".layers." not in n and not is_vision(n)
+             and "multi_modal" not in n and not n.startswith("mtp")]
     assert len(cands) == 1, cands
     return cands[0]
 
@@ -326,6 +396,8 @@ def final_norm_name(model):
 def init_weights(model, seed):
     g = torch.Generator().manual_seed(seed)
     gemma = is_gemma(model)
+    zc = zero_centred_params(model)
+    log(f"    zero-centred norm weights: {len(zc)} ({sorted(zc)[:3]} ...)")
     qkn = has_qk_norm(model)
     tcfg = text_config(model.config)
     qk_scale = 1.7
@@ -347,10 +419,15 @@ def init_weights(model, seed):
                 if gemma and (n.endswith("post_attention_layernorm.weight")
                               or n.endswith("post_feedforward_layernorm.weight")):
                     scale = 2.0  # Gemma's branch-output norms: layer outputs outweigh the embedding
-                if gemma and "vision" not in n:
+                if n in zc and not is_vision(n):
                     w = (1.0 + noise) * scale - 1.0
                 else:
                     w = (1.0 + noise) * scale
+            elif n.endswith("A_log"):
+                # Gated DeltaNet: decay exp(-A softplus(a + dt_bias)) per step; A log-uniform in [0.02, 1] so
+                # that some heads keep their state over many chunks and some forget within a few tokens
+                u = torch.rand(shape, generator=g)
+                w = math.log(0.02) + u * (0.0 - math.log(0.02))
             else:
                 w = torch.randn(shape, generator=g) * 0.1
         else:
@@ -365,7 +442,7 @@ def init_weights(model, seed):
             if n.endswith("mlp.gate.weight") or n.endswith("block_sparse_moe.gate.weight") or ".router" in n:
                 std *= 2.0
             w = torch.randn(shape, generator=g) * std
-            if not qkn and "vision" not in n:
+            if not qkn and not is_vision(n):
                 if n.endswith("q_proj.weight") or n.endswith("k_proj.weight"):
                     w *= qk_scale
                 elif n.endswith("qkv_proj.weight"):
@@ -373,7 +450,7 @@ def init_weights(model, seed):
                     qk_rows = (tcfg.num_attention_heads + tcfg.num_key_value_heads) * hd
                     w[:qk_rows] *= qk_scale
         p.copy_(w.to(p.dtype))
-    return gemma
+    return bool(zc & {final_norm_name(model)})
 
 
 def fwd_logits(model, ids):
@@ -547,10 +624,10 @@ def make_one(spec, outdir):
     gemma = init_weights(model, spec["seed"])
     tcfg = text_config(model.config)
     V = tcfg.vocab_size
-    hi = V - 8 if spec["cls"] == "Gemma3ForConditionalGeneration" else V
+    hi = V - 8 if spec["cls"].endswith("ForConditionalGeneration") else V
     # prompts: random ids with a fixed seed; retry prompt seeds for a clear greedy margin
     nparams = sum(p.numel() for p in model.parameters())
-    log(f"    params {nparams}, gemma-norm {gemma}, qk-norm {has_qk_norm(model)}")
+    log(f"    params {nparams}, zero-centred final norm {gemma}, qk-norm {has_qk_norm(model)}")
     for mname, m in model.named_modules():
         if hasattr(m, "head_dim") and hasattr(m, "scaling"):
             log(f"    {mname}: head_dim {m.head_dim} scaling {m.scaling} sliding {getattr(m, 'sliding_window', None)}"
@@ -661,13 +738,14 @@ def dump_sources(dst):
     for f in ("modeling_rope_utils.py", "masking_utils.py", "cache_utils.py", "activations.py",
               "conversion_mapping.py", "core_model_loading.py", "modeling_layers.py", "configuration_utils.py",
               "integrations/sdpa_attention.py", "integrations/moe.py", "integrations/hub_kernels.py",
-              "modeling_flash_attention_utils.py", "utils/generic.py"):
+              "modeling_flash_attention_utils.py", "utils/generic.py",
+              "utils/import_utils.py", "integrations/hub_kernels.py"):
         s = os.path.join(root, f)
         if os.path.exists(s):
             os.makedirs(os.path.dirname(os.path.join(dst, f)), exist_ok=True)
             shutil.copy(s, os.path.join(dst, f))
     for arch in ("llama", "mistral", "qwen2", "gemma2", "gemma3", "phi3", "granite", "olmo2", "mixtral",
-                 "qwen3_moe", "siglip"):
+                 "qwen3_moe", "siglip", "qwen3_next", "qwen3_5", "qwen3_5_moe"):
         sd = os.path.join(root, "models", arch)
         if os.path.isdir(sd):
             os.makedirs(os.path.join(dst, "models", arch), exist_ok=True)
