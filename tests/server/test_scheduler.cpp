@@ -4,7 +4,10 @@
 // accounting.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <thread>
+#include <unistd.h>
 
 #include "runtime/scheduler.h"
 #include "server_harness.h"
@@ -113,6 +116,63 @@ TEST(Scheduler, PreemptionUnderKvPressureKeepsOutputsExact) {
     RequestOutput o = hs[i].wait_done();
     EXPECT_EQ(o.text, refs[i].text) << "request " << i;
     EXPECT_EQ(o.finish_reason, "length");
+    EXPECT_EQ(o.completion_tokens, 80);
+  }
+  ASSERT_TRUE(test::wait_until([&] { return s.stats().kv_pages_used == 0; }, 2s));
+  EXPECT_GT(s.stats().preemptions, 0u) << "the test did not exercise preemption";
+}
+
+// A Qwen3.5-MoE hybrid of a small shape with random weights and the reference model's
+// tokenizer: DeltaNet layers keep a recurrent state per sequence (a slot the engine hands out),
+// which batching, chunked prefill and preemption (recompute from the prompt) must keep exact.
+std::unique_ptr<Engine> make_hybrid_engine(int64_t max_context, int64_t kv_capacity, int max_sequences) {
+  namespace fs = std::filesystem;
+  const fs::path d = fs::temp_directory_path() / ("ninfer_sched_hybrid_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  const fs::path ref = test::model_dir("ref-qwen3-d256");
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(ref / f, d / f, fs::copy_options::overwrite_existing);
+  std::ofstream(d / "config.json") << R"({"architectures": ["Qwen3_5MoeForConditionalGeneration"],
+    "tie_word_embeddings": false, "text_config": {"vocab_size": 8192, "hidden_size": 256, "num_hidden_layers": 4,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 128, "rms_norm_eps": 1e-6,
+    "max_position_embeddings": 4096, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 64,
+    "linear_value_head_dim": 64, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+    "full_attention_interval": 2, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+    "shared_expert_intermediate_size": 64, "eos_token_id": 2,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25}}})";
+  EngineOptions o;
+  o.device = "cpu";
+  o.threads = 1;
+  o.max_context = max_context;
+  o.kv_capacity = kv_capacity;
+  o.max_sequences = max_sequences;
+  o.random_weights_seed = 5;
+  o.quiet = true;
+  return Engine::create(d, o);
+}
+
+TEST(Scheduler, HybridBatchedAndPreemptedEqualSingleRequests) {
+  NINFER_REQUIRE_MODEL("ref-qwen3-d256");
+  // 3 pages for 4 sequences growing to 2 pages each, and 2 state slots planned for 4 running:
+  // batched steps, chunked prefills, more sequences than slots (the engine adds slots) and
+  // preemptions, each output still the single-request one.
+  auto eng = make_hybrid_engine(128, 192, 2);
+  std::vector<RequestParams> reqs;
+  std::vector<Ref> refs;
+  for (const char* text : {"The secret number", "Fellow-Citizens of the Senate and of the House of Representatives",
+                           "Once upon a time", "It was a bright cold day in April"}) {
+    reqs.push_back(greedy(eng->tokenizer().encode(text, true), 80, true));
+    refs.push_back(reference(*eng, reqs.back()));
+  }
+  SchedulerOptions so;
+  so.max_concurrency = 4;
+  so.step_tokens = 8;  // prompts prefill over several steps
+  Scheduler s(*eng, so);
+  std::vector<RequestHandle> hs;
+  for (auto& r : reqs) hs.push_back(s.submit(r));
+  for (size_t i = 0; i < hs.size(); ++i) {
+    RequestOutput o = hs[i].wait_done();
+    EXPECT_EQ(o.text, refs[i].text) << "request " << i;
     EXPECT_EQ(o.completion_tokens, 80);
   }
   ASSERT_TRUE(test::wait_until([&] { return s.stats().kv_pages_used == 0; }, 2s));
