@@ -86,6 +86,8 @@ struct Family {
   // The config class's defaults for fields a config.json may omit (a JSON object; transformers
   // fills them in from the class): nullptr or "{}" when none.
   const char* (*defaults)(const std::string& architecture) = nullptr;
+  // Binds MTP layer i's tensors (prefix "mtp.layers.<i>."), for configs with mtp_layers.
+  void (*bind_mtp_layer)(const ModelConfig& c, WeightBinder& b, const std::string& prefix, LayerWeights& w) = nullptr;
 };
 
 const Family* find_family(std::string_view architecture);

@@ -78,7 +78,8 @@ ProjWeights WeightBinder::proj(const std::string& name, int64_t out, int64_t in,
 
 namespace {
 
-ModelWeights bind_with(const ModelConfig& c, WeightBinder& b) {
+// with_mtp: also the MTP head (what a checkpoint holds; no backend loads it onto a device).
+ModelWeights bind_with(const ModelConfig& c, WeightBinder& b, bool with_mtp = true) {
   ModelWeights w;
   std::string pre = c.tensor_prefix;
   if (pre == "language_model.model." && !b.has(pre + "embed_tokens.weight") && b.has("model.language_model.embed_tokens.weight"))
@@ -94,6 +95,19 @@ ModelWeights bind_with(const ModelConfig& c, WeightBinder& b) {
     LayerWeights L;
     c.family->bind_layer(c, b, pre + "layers." + std::to_string(l) + ".", L);
     w.layers.push_back(std::move(L));
+  }
+  if (with_mtp && c.mtp_layers > 0) {
+    NINFER_CHECK(c.family->bind_mtp_layer != nullptr, "{}: mtp_num_hidden_layers without an MTP binder", c.architecture);
+    const int64_t h = c.hidden;
+    w.mtp.norm_embedding = b.get("mtp.pre_fc_norm_embedding.weight", {h});
+    w.mtp.norm_hidden = b.get("mtp.pre_fc_norm_hidden.weight", {h});
+    w.mtp.norm = b.get("mtp.norm.weight", {h});
+    w.mtp.fc = b.proj("mtp.fc.weight", h, 2 * h);
+    for (int i = 0; i < c.mtp_layers; ++i) {
+      LayerWeights L;
+      c.family->bind_mtp_layer(c, b, "mtp.layers." + std::to_string(i) + ".", L);
+      w.mtp.layers.push_back(std::move(L));
+    }
   }
   return w;
 }
@@ -122,7 +136,7 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> list_weights(const Mod
 size_t weight_bytes_estimate(const ModelConfig& c, const WeightFormat* at_load) {
   std::vector<WeightShape> rec;
   WeightBinder b(&rec);
-  bind_with(c, b);
+  bind_with(c, b, /*with_mtp=*/false);
   size_t n = 0;
   for (const WeightShape& r : rec) {
     int64_t numel = 1;

@@ -64,11 +64,20 @@ struct LayerWeights {
   const ProjWeights& operator[](Proj p) const { return proj[size_t(p)]; }
 };
 
+// The multi-token-prediction head of Qwen3-Next / Qwen3.5 checkpoints (`mtp.*`): bound and
+// checked so such checkpoints load; no backend runs it yet (speculative decoding).
+struct MtpWeights {
+  WeightRef norm_embedding, norm_hidden, norm;  // [hidden]
+  ProjWeights fc;                               // [hidden, 2 hidden]: concat(embedding, hidden) -> hidden
+  std::vector<LayerWeights> layers;             // full-attention layers of the model's kind
+};
+
 struct ModelWeights {
   WeightRef embed;       // [vocab, hidden]
   WeightRef final_norm;  // [hidden]
   WeightRef lm_head;     // [vocab, hidden]; the embedding when tied
   std::vector<LayerWeights> layers;
+  MtpWeights mtp;        // empty unless ModelConfig::mtp_layers
   std::vector<std::unique_ptr<QuantMatrix>> quantised;  // what the q of the WeightRefs point at
 };
 

@@ -251,12 +251,20 @@ TEST(HybridConfig, BadConfigsNameTheField) {
   EXPECT_NE(e.find("missing field 'text_config.shared_expert_intermediate_size'"), std::string::npos) << e;
 }
 
-TEST(HybridConfig, MissingDeltaNetTensorIsNamed) {
-  const ModelConfig c = parse_model_config(config_for("Qwen3_5ForConditionalGeneration").dump(), "x/config.json");
+TEST(HybridConfig, MissingDeltaNetOrMtpTensorIsNamed) {
+  json cj = config_for("Qwen3_5ForConditionalGeneration");
+  cj["text_config"]["mtp_num_hidden_layers"] = 1;
+  const ModelConfig c = parse_model_config(cj.dump(), "x/config.json");
   std::unique_ptr<TensorStore> full = random_tensor_store(c, 3);
+  const ModelWeights w = bind_weights(c, *full);
+  ASSERT_EQ(w.mtp.layers.size(), 1u);
+  EXPECT_EQ(w.mtp.fc.out(), 128);
+  EXPECT_EQ(w.mtp.fc.in, 256) << "the MTP head's fc takes concat(embedding, hidden)";
+  EXPECT_TRUE(bool(w.mtp.layers[0][Proj::Qkv])) << "an MTP layer is a full-attention layer";
   for (const char* gone : {"model.language_model.layers.1.linear_attn.A_log",
                            "model.language_model.layers.0.linear_attn.in_proj_qkv.weight",
-                           "model.language_model.layers.3.linear_attn.conv1d.weight"}) {
+                           "model.language_model.layers.3.linear_attn.conv1d.weight", "mtp.fc.weight",
+                           "mtp.layers.0.self_attn.q_proj.weight", "mtp.pre_fc_norm_hidden.weight"}) {
     TensorStore store;
     for (auto& [name, shape] : list_weights(c)) {
       if (name == gone) continue;

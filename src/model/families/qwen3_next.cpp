@@ -82,7 +82,9 @@ void parse(const ConfigReader& r, ModelConfig& c) {
   if (d.conv < 2) r.bad("linear_conv_kernel_dim", fmt::format("= {} must be at least 2", d.conv));
   parse_layer_types(r, c);
   if (c.n_attention_layers() == 0) r.bad("layer_types", "has no full_attention layer");
-  c.mtp_layers = r.has("mtp_num_hidden_layers") ? r.get_int("mtp_num_hidden_layers") : 0;
+  const bool no_mtp = !r.has("mtp_num_hidden_layers") ||
+                      (r.j["mtp_num_hidden_layers"].is_number_integer() && r.j["mtp_num_hidden_layers"] == 0);
+  c.mtp_layers = no_mtp ? 0 : r.get_int("mtp_num_hidden_layers");
   if (!is_moe(c)) return;
   c.n_experts = r.get_int("num_experts");
   c.top_k = r.get_int("num_experts_per_tok");
@@ -179,6 +181,17 @@ void bind_layer(const ModelConfig& c, WeightBinder& b, const std::string& p, Lay
     bind_llama_mlp(c, b, p, "mlp.", w);
 }
 
+// An MTP layer: gated full attention and the model's MLP (MoE for the MoE models).
+void bind_mtp_layer(const ModelConfig& c, WeightBinder& b, const std::string& p, LayerWeights& w) {
+  w[Vec::AttnNorm] = b.get(p + "input_layernorm.weight", {c.hidden});
+  w[Vec::FfnNorm] = b.get(p + "post_attention_layernorm.weight", {c.hidden});
+  bind_attention(c, b, p, w);
+  if (is_moe(c))
+    bind_moe(c, b, p, w);
+  else
+    bind_llama_mlp(c, b, p, "mlp.", w);
+}
+
 void layer(const ModelConfig& c, int l, LayerOps& o) {
   const LayerSpec& s = c.layers[size_t(l)];
   o.norm(Buf::X, Vec::AttnNorm, Buf::H);
@@ -211,6 +224,7 @@ extern const Family kQwen3NextFamily{"qwen3_next",
                                      bind_layer,
                                      layer,
                                      /*norm_offset_one=*/true,
-                                     defaults};
+                                     defaults,
+                                     bind_mtp_layer};
 
 }  // namespace ninfer
