@@ -46,6 +46,7 @@ void run(Backend& be, const Model& m, const std::vector<int32_t>& ids, int chunk
   const int vocab = m.config.vocab;
   PageTable pt(64, 7);
   be.init_kv(find_kv_format("f32"), pt.n_pages());
+  be.init_state(1);  // the hybrids' DeltaNet state (slot 0); a no-op for the others
   const int32_t seq = pt.create_sequence();
   ASSERT_TRUE(pt.reserve(seq, int64_t(ids.size()) + n_greedy));
   const auto& bt = pt.block_table(seq);
@@ -53,7 +54,7 @@ void run(Backend& be, const Model& m, const std::vector<int32_t>& ids, int chunk
   std::vector<float> part;
   for (int p = 0; p < int(ids.size()); p += chunk) {
     const int n = std::min(chunk, int(ids.size()) - p);
-    SeqChunk ch{ids.data() + p, n, p, bt.data(), int(bt.size()), true};
+    SeqChunk ch{ids.data() + p, n, p, bt.data(), int(bt.size()), true, 0};
     be.forward({&ch, 1}, part);
     all.insert(all.end(), part.begin(), part.end());
   }
@@ -63,7 +64,7 @@ void run(Backend& be, const Model& m, const std::vector<int32_t>& ids, int chunk
   for (int i = 0; i < n_greedy; ++i) {
     const int32_t best = int32_t(std::max_element(last.begin(), last.end()) - last.begin());
     greedy.push_back(best);
-    SeqChunk d{&best, 1, pos++, bt.data(), int(bt.size()), false};
+    SeqChunk d{&best, 1, pos++, bt.data(), int(bt.size()), false, 0};
     be.forward({&d, 1}, last);
   }
 }

@@ -3,6 +3,7 @@
 // codeword (against brute force). Also the seed's E8-root table.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <set>
@@ -62,6 +63,59 @@ TEST(E8Lattice32, EncoderIsNearestCodeword) {
     }
     if (in_book) ASSERT_NEAR(d, de, 1e-9) << "t=" << t;
     ASSERT_GE(d + 1e-9, de);
+  }
+}
+
+TEST(E8Lattice32, BranchFreeEncoderEqualsTheReferenceBitForBit) {
+  // Random points at several spreads, points on rounding ties (k + 1/2, k + 1/4 for the half
+  // coset), on and past the box's edges, and tiny / signed-zero values: codes and distances equal.
+  std::mt19937_64 rng(34);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> kd(-10, 9), pick(0, 5);
+  for (int t = 0; t < 400000; ++t) {
+    float u[8];
+    for (float& v : u) {
+      switch (pick(rng)) {
+        case 0: v = nd(rng) * 0.3f; break;
+        case 1: v = nd(rng) * 4.0f; break;
+        case 2: v = float(kd(rng)) + 0.5f; break;
+        case 3: v = float(kd(rng)) + 0.25f * float(1 + (t & 1) * 2); break;
+        case 4: v = float(kd(rng)); break;
+        default: v = (t & 2) ? -0.0f : nd(rng) * 1e-30f; break;
+      }
+    }
+    float d = -1, dr = -2;
+    const uint32_t c = e8l32::encode_block(u, &d), cr = e8l32::encode_block_reference(u, &dr);
+    ASSERT_EQ(c, cr) << "t=" << t;
+    ASSERT_EQ(std::bit_cast<uint32_t>(d), std::bit_cast<uint32_t>(dr)) << "t=" << t;
+  }
+}
+
+TEST(E8Lattice32, GroupEncoderEqualsBlockAfterBlock) {
+  std::mt19937_64 rng(35);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> kd(-12, 11), pick(0, 4);
+  for (int t = 0; t < 40000; ++t) {
+    float x[64];
+    const float spread = (t % 3 == 0) ? 0.01f : (t % 3 == 1 ? 1.0f : 30.0f);
+    for (float& v : x) {
+      switch (pick(rng)) {
+        case 0: v = float(kd(rng)) * 0.5f; break;  // ties after dividing by s = 1 or 0.5
+        case 1: v = -0.0f; break;
+        default: v = nd(rng) * spread; break;
+      }
+    }
+    const float s = (t % 7 == 0) ? 0.0f : (t % 7 == 1 ? 1.0f : (t % 7 == 2 ? 0.5f : std::abs(nd(rng)) * spread));
+    uint32_t codes[8];
+    const float err = e8l32::encode_group(x, s, codes);
+    float want = 0.0f;
+    for (int b = 0; b < 8; ++b) {
+      float u[8], dist;
+      for (int i = 0; i < 8; ++i) u[i] = s > 0.0f ? x[8 * b + i] / s : 0.0f;
+      ASSERT_EQ(codes[b], e8l32::encode_block_reference(u, &dist)) << "t=" << t << " block " << b;
+      want = want + dist;
+    }
+    ASSERT_EQ(std::bit_cast<uint32_t>(err), std::bit_cast<uint32_t>(want)) << "t=" << t;
   }
 }
 

@@ -9,7 +9,9 @@ void prepare_row(const float* x, int d, KvRotation r, float* out) {
   for (int i = 0; i < d; ++i) {
     float v = x[i];
     if (std::isnan(v)) v = 0.0f;
-    out[i] = std::fmin(std::fmax(v, -kKvInputClamp), kKvInputClamp);
+    // fmin(fmax(v, -C), C) for a v that is not NaN, as compares (std::fmax is a libm call)
+    v = v < -kKvInputClamp ? -kKvInputClamp : v;
+    out[i] = v > kKvInputClamp ? kKvInputClamp : v;
   }
   rotate_kv(r, out, d);
 }

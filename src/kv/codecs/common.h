@@ -64,7 +64,10 @@ inline uint32_t load_u32(const uint8_t* p) {
 // max |x[i]|, i < n (exact in any order).
 inline float amax(const float* x, int n) {
   float m = 0.0f;
-  for (int i = 0; i < n; ++i) m = std::fmax(m, std::fabs(x[i]));
+  for (int i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);  // x holds no NaN (prepare_row): fmax(m, a) as a compare
+    m = a > m ? a : m;
+  }
   return m;
 }
 

@@ -43,8 +43,124 @@
 namespace ninfer::codecs {
 
 namespace e8l32 {
+namespace {
+
+// e8::nearest_d8_box(u - shift, -8, 7, z) for both cosets at once, branch-free so that GCC
+// vectorizes the per-coordinate work; the sums run in the reference's order (coordinate 0
+// first) and the parity fix takes the first least `extra`, so distances and points are bit
+// for bit the reference's (tests/kv/test_e8_codes.cpp checks it).
+struct BoxPoint {
+  float r[8], alt[8], e[8], extra[8];
+};
+
+inline void box_lanes(const float* u, float shift, BoxPoint& p) {
+  NINFER_BLOCK_LANES
+  for (int i = 0; i < 8; ++i) {
+    const float v = u[i] - shift;
+    // fmin(fmax(nearbyint(v), -8), 7) (a NaN goes to -8 as there), as selects GCC vectorizes
+    const float n = std::nearbyint(v);
+    const float lo = select_f32(!(n >= -8.0f), -8.0f, n);
+    const float r = select_f32(!(lo <= 7.0f), 7.0f, lo);
+    const float up = select_f32(r + 1.0f > 7.0f, r - 1.0f, r + 1.0f);     // other neighbour above
+    const float down = select_f32(r - 1.0f < -8.0f, r + 1.0f, r - 1.0f);  // other neighbour below
+    const float alt = select_f32(v >= r, up, down);
+    const float e = v - r, ea = v - alt;
+    p.r[i] = r;
+    p.alt[i] = alt;
+    p.e[i] = e;
+    p.extra[i] = ea * ea - e * e;
+  }
+}
+
+// Finishes one coset: the distance, the parity fix, the nibbles n_i = z_i + 8.
+inline float box_finish(BoxPoint& p, uint32_t& code) {
+  float dist = 0.0f, best = INFINITY;
+  int parity = 0, fix = 0;
+  for (int i = 0; i < 8; ++i) {
+    dist = dist + p.e[i] * p.e[i];
+    parity ^= int(p.r[i]) & 1;
+    if (p.extra[i] < best) best = p.extra[i], fix = i;
+  }
+  if (parity) {
+    p.r[fix] = p.alt[fix];
+    dist = dist + best;
+  }
+  code = 0;
+  for (int i = 0; i < 8; ++i) code |= uint32_t(int(p.r[i]) + 8) << (4 * i);
+  return dist;
+}
+
+}  // namespace
 
 uint32_t encode_block(const float* u, float* dist) {
+  BoxPoint p0, p1;
+  box_lanes(u, 0.0f, p0);
+  box_lanes(u, 0.5f, p1);
+  uint32_t code0, code1;
+  const float d0 = box_finish(p0, code0);
+  const float d1 = box_finish(p1, code1);
+  const bool c = d1 < d0;
+  if (dist) *dist = c ? d1 : d0;
+  const uint32_t code = c ? code1 : code0;
+  return (code & ~(1u << 28)) | (uint32_t(c) << 28);
+}
+
+// The 8 blocks of a group with the blocks as SIMD lanes: coordinate i of every block at once,
+// so each block's sums still run over its coordinates in order (0 first) and the reference's
+// rounding is kept bit for bit, while GCC vectorizes every step across the blocks.
+float encode_group(const float* x, float s, uint32_t codes[8]) {
+  float u[8][8];  // [coordinate][block]
+  for (int i = 0; i < 8; ++i)
+    for (int b = 0; b < 8; ++b) u[i][b] = s > 0.0f ? x[8 * b + i] / s : 0.0f;
+  float dist[2][8];
+  uint32_t code[2][8];
+  for (int c = 0; c < 2; ++c) {
+    const float shift = c ? 0.5f : 0.0f;
+    float d[8], best[8], alt_fix[8];
+    uint32_t cd[8], parity[8], fix[8];
+    for (int b = 0; b < 8; ++b) d[b] = 0.0f, best[b] = INFINITY, alt_fix[b] = 0.0f, cd[b] = 0, parity[b] = 0, fix[b] = 0;
+    for (int i = 0; i < 8; ++i) {
+      NINFER_BLOCK_LANES
+      for (int b = 0; b < 8; ++b) {
+        const float v = u[i][b] - shift;
+        const float n = std::nearbyint(v);
+        const float lo = select_f32(!(n >= -8.0f), -8.0f, n);
+        const float r = select_f32(!(lo <= 7.0f), 7.0f, lo);
+        const float up = select_f32(r + 1.0f > 7.0f, r - 1.0f, r + 1.0f);
+        const float down = select_f32(r - 1.0f < -8.0f, r + 1.0f, r - 1.0f);
+        const float alt = select_f32(v >= r, up, down);
+        const float e = v - r, ea = v - alt;
+        const float extra = ea * ea - e * e;
+        d[b] = d[b] + e * e;
+        const int ri = int(r);
+        parity[b] ^= uint32_t(ri) & 1u;
+        const bool better = extra < best[b];
+        best[b] = select_f32(better, extra, best[b]);
+        alt_fix[b] = select_f32(better, alt, alt_fix[b]);
+        fix[b] = select_u32(better, uint32_t(i), fix[b]);
+        cd[b] |= uint32_t(ri + 8) << (4 * i);
+      }
+    }
+    NINFER_BLOCK_LANES
+    for (int b = 0; b < 8; ++b) {
+      // odd parity: the coordinate whose other neighbour costs least takes it
+      const uint32_t sh = 4 * fix[b];
+      const uint32_t fixed = (cd[b] & ~(0xFu << sh)) | (uint32_t(int(alt_fix[b]) + 8) << sh);
+      code[c][b] = select_u32(parity[b] != 0, fixed, cd[b]);
+      dist[c][b] = select_f32(parity[b] != 0, d[b] + best[b], d[b]);
+    }
+  }
+  float err = 0.0f;
+  for (int b = 0; b < 8; ++b) {
+    const bool half = dist[1][b] < dist[0][b];
+    const uint32_t cd = half ? code[1][b] : code[0][b];
+    codes[b] = (cd & ~(1u << 28)) | (uint32_t(half) << 28);
+    err = err + (half ? dist[1][b] : dist[0][b]);
+  }
+  return err;
+}
+
+uint32_t encode_block_reference(const float* u, float* dist) {
   int z0[8], z1[8];
   float uh[8];
   for (int i = 0; i < 8; ++i) uh[i] = u[i] - 0.5f;
@@ -87,8 +203,20 @@ void e8l32_encode(const float* raw, int d, uint8_t* out) {
     float raw_scales[std::size(e8l32::kAmaxDivs)];
     int n = 0;
     for (float div : e8l32::kAmaxDivs) raw_scales[n++] = m / div;
-    uint32_t best_codes[8];
-    const uint16_t best_bits = best_scale_codes(x + g, raw_scales, n, e8l32::encode_block, best_codes);
+    // best_scale_codes(x + g, raw_scales, n, e8l32::encode_block, best_codes), a group at a time
+    uint32_t best_codes[8], codes[8];
+    uint16_t best_bits = 0;
+    float best_err = INFINITY;
+    for (int c = 0; c < n; ++c) {
+      uint16_t sbits;
+      const float s = fp16_scale(raw_scales[c], &sbits);
+      const float err = (e8l32::encode_group(x + g, s, codes) * s) * s;
+      if (err < best_err) {
+        best_err = err;
+        best_bits = sbits;
+        for (int b = 0; b < 8; ++b) best_codes[b] = codes[b];
+      }
+    }
     store_u16(scales + g / 32, best_bits);
     for (int b = 0; b < 8; ++b) store_u32(out + (g + 8 * b) / 2, best_codes[b]);
   }

@@ -13,6 +13,12 @@ inline constexpr float kAmaxDivs[4] = {8.5f, 8.0f, 7.0f, 6.0f};
 // Code of the codeword nearest to u (lattice units). u: [8]; dist (optional): |u - y|^2 as
 // computed by the search (fp32).
 uint32_t encode_block(const float* u, float* dist = nullptr);
+// The same from e8::nearest_d8_box, written plainly: the oracle encode_block (branch-free,
+// vectorized) must equal bit for bit.
+uint32_t encode_block_reference(const float* u, float* dist = nullptr);
+// The 8 blocks of one 64-group x at scale s (u = x / s, or 0 when s is 0): their codes and the
+// sum of their distances in block order, each as encode_block gives it.
+float encode_group(const float* x, float s, uint32_t codes[8]);
 // Codeword in lattice units (multiples of 1/2, in [-8, 7.5]). y: [8]
 void decode_block(uint32_t code, float* y);
 
