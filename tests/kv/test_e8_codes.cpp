@@ -119,6 +119,35 @@ TEST(E8Lattice32, GroupEncoderEqualsBlockAfterBlock) {
   }
 }
 
+TEST(E8P16, GroupEncoderEqualsBlockAfterBlock) {
+  std::mt19937_64 rng(36);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> kd(-12, 11), pick(0, 5);
+  for (int t = 0; t < 40000; ++t) {
+    float x[64];
+    const float spread = (t % 3 == 0) ? 0.01f : (t % 3 == 1 ? 1.0f : 30.0f);
+    for (float& v : x) {
+      switch (pick(rng)) {
+        case 0: v = float(kd(rng)) * 0.25f; break;  // ties of |w| and of the shifts at s = 1
+        case 1: v = -0.0f; break;
+        case 2: v = float(kd(rng) % 3) * 0.5f; break;  // equal magnitudes: rank ties
+        default: v = nd(rng) * spread; break;
+      }
+    }
+    const float s = (t % 7 == 0) ? 0.0f : (t % 7 == 1 ? 1.0f : (t % 7 == 2 ? 0.5f : std::abs(nd(rng)) * spread));
+    uint16_t codes[8];
+    const float err = e8p16::encode_group(x, s, codes);
+    float want = 0.0f;
+    for (int b = 0; b < 8; ++b) {
+      float u[8], dist;
+      for (int i = 0; i < 8; ++i) u[i] = s > 0.0f ? x[8 * b + i] / s : 0.0f;
+      ASSERT_EQ(codes[b], e8p16::encode_block(u, &dist)) << "t=" << t << " block " << b;
+      want = want + dist;
+    }
+    ASSERT_EQ(std::bit_cast<uint32_t>(err), std::bit_cast<uint32_t>(want)) << "t=" << t;
+  }
+}
+
 TEST(E8P16, TablesDescribeTheCodebook) {
   std::set<uint32_t> seen;
   for (int p = 0; p < e8p16::kPatterns; ++p) {

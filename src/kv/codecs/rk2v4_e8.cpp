@@ -226,6 +226,102 @@ void decode_block(uint16_t code, float* y) {
   for (int i = 0; i < 8; ++i) y[i] = float(q[i]) * 0.25f;
 }
 
+namespace {
+
+// search_shift for the 8 blocks of a group at once, the blocks as SIMD lanes: every sum and
+// comparison is the per-block one in the same order, so the results are bit for bit
+// encode_block's (tests/kv/test_e8_codes.cpp).
+struct GroupShift {
+  float dist[8];
+  uint32_t leader[8], mismatch[8], neg[8][8], rank[8][8];  // [coordinate][block]
+};
+
+void search_shift_group(const float (&u)[8][8], float shift, GroupShift& r) {
+  float w[8][8], b[8][8], sorted[8][8];
+  float n2[8];
+  uint32_t negs[8];
+  for (int k = 0; k < 8; ++k) n2[k] = 0.0f, negs[k] = 0;
+  for (int i = 0; i < 8; ++i) {
+    NINFER_BLOCK_LANES
+    for (int k = 0; k < 8; ++k) {
+      w[i][k] = u[i][k] - shift;
+      b[i][k] = std::fabs(w[i][k]);
+      r.neg[i][k] = w[i][k] < 0.0f;
+      negs[k] += r.neg[i][k];
+      n2[k] = n2[k] + w[i][k] * w[i][k];
+      r.rank[i][k] = 0;
+    }
+  }
+  for (int i = 0; i < 8; ++i)
+    for (int j = i + 1; j < 8; ++j) {
+      NINFER_BLOCK_LANES
+      for (int k = 0; k < 8; ++k) {
+        const uint32_t before = b[j][k] > b[i][k];  // j before i; ties: the lower index i first
+        r.rank[i][k] += before;
+        r.rank[j][k] += 1 - before;
+      }
+    }
+  for (int q = 0; q < 8; ++q) {
+    NINFER_BLOCK_LANES
+    for (int k = 0; k < 8; ++k) {
+      float v = 0.0f;
+      for (int i = 0; i < 8; ++i) v = select_f32(r.rank[i][k] == uint32_t(q), b[i][k], v);
+      sorted[q][k] = v;
+    }
+  }
+  float best[8];
+  NINFER_BLOCK_LANES
+  for (int k = 0; k < 8; ++k) best[k] = INFINITY, r.leader[k] = 0, r.mismatch[k] = 0;
+  for (int l = 0; l < kLeaders; ++l) {
+    const float* c = kExtraCoef[l];
+    NINFER_BLOCK_LANES
+    for (int k = 0; k < 8; ++k) {
+      const float p1 = sorted[0][k], p2 = p1 + sorted[1][k], p3 = p2 + sorted[2][k], p4 = p3 + sorted[3][k];
+      const float extra = c[0] * p1 + c[1] * p2 + c[2] * p3 + c[3] * p4;
+      const uint32_t mis = (negs[k] + uint32_t(kLeaderParity[l])) & 1u;
+      const float flip = 2.0f * sorted[7][k];
+      const float cost = (kLeaderNorm2[l] - 2.0f * extra) + select_f32(mis != 0, flip, 0.0f);
+      const bool better = cost < best[k];
+      best[k] = select_f32(better, cost, best[k]);
+      r.leader[k] = select_u32(better, uint32_t(l), r.leader[k]);
+      r.mismatch[k] = select_u32(better, mis, r.mismatch[k]);
+    }
+  }
+  NINFER_BLOCK_LANES
+  for (int k = 0; k < 8; ++k) {
+    const float p1 = sorted[0][k], p2 = p1 + sorted[1][k], p3 = p2 + sorted[2][k], p4 = p3 + sorted[3][k];
+    const float p8 = ((p4 + sorted[4][k]) + sorted[5][k] + sorted[6][k]) + sorted[7][k];
+    r.dist[k] = (n2[k] - p8) + best[k];
+  }
+}
+
+}  // namespace
+
+float encode_group(const float* x, float s, uint16_t codes[8]) {
+  float u[8][8];  // [coordinate][block]
+  for (int i = 0; i < 8; ++i)
+    for (int k = 0; k < 8; ++k) u[i][k] = s > 0.0f ? x[8 * k + i] / s : 0.0f;
+  GroupShift rp, rm;
+  search_shift_group(u, 0.25f, rp);   // t = +1 (bit 15 = 0)
+  search_shift_group(u, -0.25f, rm);  // t = -1 (bit 15 = 1)
+  float err = 0.0f;
+  for (int k = 0; k < 8; ++k) {
+    const bool minus = rm.dist[k] < rp.dist[k];
+    const GroupShift& r = minus ? rm : rp;
+    int key = 0, pow3 = 1;
+    unsigned signs = 0;
+    for (int i = 0; i < 8; ++i, pow3 *= 3) {
+      const uint32_t rank = r.rank[i][k];
+      key += (kLeader[r.leader[k]][rank] - 1) / 2 * pow3;
+      const bool neg = (r.neg[i][k] != 0) != (r.mismatch[k] != 0 && rank == 7);
+      if (i < 7) signs |= unsigned(neg) << i;
+    }
+    codes[k] = uint16_t(kTables.index[key] | (signs << 8) | (unsigned(minus) << 15));
+    err = err + r.dist[k];
+  }
+  return err;
+}
+
 uint16_t encode_block_brute(const float* u) {
   double best = INFINITY;
   uint16_t best_code = 0;
@@ -261,8 +357,20 @@ void k_encode(const float* raw, int d, uint8_t* out) {
   for (int g = 0; g < d; g += 64) {
     const float rms = std::sqrt(tree_sumsq64(x + g) * (1.0f / 64.0f));
     const float raw_scales[2] = {rms * e8p16::kRmsMul, amax(x + g, 64) / e8p16::kAmaxDiv};
-    uint16_t best_codes[8];
-    const uint16_t best_bits = best_scale_codes(x + g, raw_scales, 2, e8p16::encode_block, best_codes);
+    // best_scale_codes(x + g, raw_scales, 2, e8p16::encode_block, best_codes), a group at a time
+    uint16_t best_codes[8], codes[8];
+    uint16_t best_bits = 0;
+    float best_err = INFINITY;
+    for (const float raw : raw_scales) {
+      uint16_t sbits;
+      const float s = fp16_scale(raw, &sbits);
+      const float err = (e8p16::encode_group(x + g, s, codes) * s) * s;
+      if (err < best_err) {
+        best_err = err;
+        best_bits = sbits;
+        for (int b = 0; b < 8; ++b) best_codes[b] = codes[b];
+      }
+    }
     store_u16(scales + g / 32, best_bits);
     for (int b = 0; b < 8; ++b) store_u16(out + (g + 8 * b) / 4, best_codes[b]);
   }

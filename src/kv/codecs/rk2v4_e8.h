@@ -18,6 +18,9 @@ inline constexpr int kPatterns = 255;  // valid abs-pattern indices 0..254; 255 
 uint16_t encode_block(const float* u, float* dist = nullptr);
 // Brute force over all 65,280 valid codes (tests): nearest codeword, first in code order.
 uint16_t encode_block_brute(const float* u);
+// The 8 blocks of one 64-group x at scale s (u = x / s, or 0 when s is 0), the blocks as SIMD
+// lanes: their codes and the sum of their distances in block order, each as encode_block.
+float encode_group(const float* x, float s, uint16_t codes[8]);
 // Codeword in lattice units (odd multiples of 1/4). y: [8]
 void decode_block(uint16_t code, float* y);
 // Same codeword as integers 4*y (odd, in [-11, 11]). q: [8]
