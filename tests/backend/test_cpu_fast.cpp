@@ -151,6 +151,28 @@ TEST(CpuFastKernels, ExpDotsAndPvMatchFp64) {
       std::vector<float> s(size_t(rows) * 32), o = values(size_t(rows) * d, 0, rng, false), o0 = o;
       K.dots(q.data(), rows, d, kr.data(), nk, d, s.data(), 32);
       K.pv(p.data(), rows, nk, kr.data(), nk, d, scale.data(), o.data(), d);
+      // The bf16 variants on the same keys / values rounded to bf16 must give what the fp32
+      // kernels give on the widened values (widening is exact), to rounding.
+      std::vector<uint16_t> kb(kr.size());
+      std::vector<float> kw(kr.size());
+      for (size_t i = 0; i < kr.size(); ++i) kw[i] = bf16_to_f32(kb[i] = f32_to_bf16(kr[i]));
+      std::vector<float> sb(size_t(rows) * 32), sw(size_t(rows) * 32), ob = o0, ow = o0;
+      K.dots_bf16(q.data(), rows, d, kb.data(), nk, d, sb.data(), 32);
+      K.dots(q.data(), rows, d, kw.data(), nk, d, sw.data(), 32);
+      K.pv_bf16(p.data(), rows, nk, kb.data(), nk, d, scale.data(), ob.data(), d);
+      K.pv(p.data(), rows, nk, kw.data(), nk, d, scale.data(), ow.data(), d);
+      for (int r = 0; r < rows; ++r) {
+        for (int j = 0; j < nk; ++j) {
+          double mag = 0;
+          for (int i = 0; i < d; ++i) mag += std::fabs(double(q[size_t(r) * d + i]) * kw[size_t(j) * d + i]);
+          ASSERT_NEAR(sb[size_t(r) * 32 + j], sw[size_t(r) * 32 + j], 2e-6 * mag + 1e-37) << isa_name(isa) << " d=" << d;
+        }
+        for (int i = 0; i < d; ++i) {
+          double mag = std::fabs(double(o0[size_t(r) * d + i]) * scale[size_t(r)]);
+          for (int j = 0; j < nk; ++j) mag += std::fabs(double(p[size_t(r) * nk + j]) * kw[size_t(j) * d + i]);
+          ASSERT_NEAR(ob[size_t(r) * d + i], ow[size_t(r) * d + i], 2e-6 * mag + 1e-37) << isa_name(isa) << " d=" << d;
+        }
+      }
       for (int r = 0; r < rows; ++r) {
         for (int j = 0; j < nk; ++j) {
           double ref = 0, mag = 0;

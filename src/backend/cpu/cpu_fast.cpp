@@ -1,6 +1,7 @@
 #include "backend/cpu/cpu_fast.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -234,30 +235,49 @@ float p_exp_sum(float* x, int n, float mx) {
   return s;
 }
 
-void p_dots(const float* q, int rows, int ldq, const float* kr, int nk, int d, float* s, int lds) {
+inline float p_elem(const float* p, size_t i) { return p[i]; }
+inline float p_elem(const uint16_t* p, size_t i) { return std::bit_cast<float>(uint32_t(p[i]) << 16); }
+
+template <class T>
+void p_dots_t(const float* q, int rows, int ldq, const T* kr, int nk, int d, float* s, int lds) {
   for (int r = 0; r < rows; ++r)
     for (int j = 0; j < nk; ++j) {
       float a = 0;
-      for (int i = 0; i < d; ++i) a += q[size_t(r) * ldq + i] * kr[size_t(j) * d + i];
+      for (int i = 0; i < d; ++i) a += q[size_t(r) * ldq + i] * p_elem(kr, size_t(j) * d + i);
       s[size_t(r) * lds + j] = a;
     }
 }
 
-void p_pv(const float* p, int rows, int ldp, const float* v, int nk, int d, const float* scale, float* o, int ldo) {
+template <class T>
+void p_pv_t(const float* p, int rows, int ldp, const T* v, int nk, int d, const float* scale, float* o, int ldo) {
   for (int r = 0; r < rows; ++r) {
     float* orow = o + size_t(r) * ldo;
     for (int i = 0; i < d; ++i) orow[i] *= scale[r];
     for (int j = 0; j < nk; ++j) {
       const float pj = p[size_t(r) * ldp + j];
-      for (int i = 0; i < d; ++i) orow[i] += pj * v[size_t(j) * d + i];
+      for (int i = 0; i < d; ++i) orow[i] += pj * p_elem(v, size_t(j) * d + i);
     }
   }
+}
+
+void p_dots(const float* q, int rows, int ldq, const float* kr, int nk, int d, float* s, int lds) {
+  p_dots_t(q, rows, ldq, kr, nk, d, s, lds);
+}
+void p_pv(const float* p, int rows, int ldp, const float* v, int nk, int d, const float* scale, float* o, int ldo) {
+  p_pv_t(p, rows, ldp, v, nk, d, scale, o, ldo);
+}
+void p_dots_bf16(const float* q, int rows, int ldq, const uint16_t* kr, int nk, int d, float* s, int lds) {
+  p_dots_t(q, rows, ldq, kr, nk, d, s, lds);
+}
+void p_pv_bf16(const float* p, int rows, int ldp, const uint16_t* v, int nk, int d, const float* scale, float* o,
+               int ldo) {
+  p_pv_t(p, rows, ldp, v, nk, d, scale, o, ldo);
 }
 
 }  // namespace
 
 const Kernels& portable_kernels() {
-  static const Kernels k{p_gemm_f32x, nullptr, p_to_bf16_pairs, p_gemm_f32w, p_exp_sum, p_dots, p_pv};
+  static const Kernels k{p_gemm_f32x, nullptr, p_to_bf16_pairs, p_gemm_f32w, p_exp_sum, p_dots, p_pv, p_dots_bf16, p_pv_bf16};
   return k;
 }
 

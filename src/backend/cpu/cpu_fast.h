@@ -98,6 +98,10 @@ struct Kernels {
   void (*dots)(const float* q, int rows, int ldq, const float* kr, int nk, int d, float* s, int lds);
   // o[r * ldo + i] = o[r * ldo + i] * scale[r] + sum_j p[r * ldp + j] * v[j * d + i].
   void (*pv)(const float* p, int rows, int ldp, const float* v, int nk, int d, const float* scale, float* o, int ldo);
+  // dots and pv on keys / values stored as bf16 (a bf16 cache's pages, read in place).
+  void (*dots_bf16)(const float* q, int rows, int ldq, const uint16_t* kr, int nk, int d, float* s, int lds);
+  void (*pv_bf16)(const float* p, int rows, int ldp, const uint16_t* v, int nk, int d, const float* scale, float* o,
+                  int ldo);
 };
 const Kernels& kernels(Isa isa);
 

@@ -53,6 +53,15 @@ struct View {
 
 // Softmax weights of one score row over its visible keys [lo, hi) (relative to the row),
 // zero elsewhere; returns the running max / sum update for the online softmax.
+// A side whose rows are the plain values (f32 or bf16, no scales or rotation): attention reads
+// its pages in place instead of decoding them. DType::U8 for any other code.
+DType plain_values(const KvSideCodec& side) {
+  if (side.rotation != KvRotation::None || side.planes.size() != 1) return DType::U8;
+  const KvPlane& pl = side.planes[0];
+  if (pl.group != 1 || pl.per_group != 1 || pl.per_row != 0) return DType::U8;
+  return pl.dtype == DType::F32 || pl.dtype == DType::BF16 ? pl.dtype : DType::U8;
+}
+
 void softcap_row(float* s, int lo, int hi, float cap) {
   if (cap > 0)
     for (int j = lo; j < hi; ++j) s[j] = cap * std::tanh(s[j] / cap);
@@ -66,6 +75,7 @@ void attend_decode(const View& v, Isa isa, ThreadPool& pool) {
   const int k0 = v.lo(p.start_pos);
   const int b_first = k0 / kPageSize, b_last = (n_ctx - 1) / kPageSize, n_blocks = b_last - b_first + 1;
   const int splits = std::max(1, std::min(n_blocks, (4 * pool.size() + nkv - 1) / nkv));
+  const DType kplain = plain_values(p.fmt->k), vplain = plain_values(p.fmt->v);
   std::vector<float> qh(size_t(nkv) * rows * d);
   for (int h = 0; h < nkv; ++h) v.gather_q(h, 0, nt, qh.data() + size_t(h) * rows * d);
   // Partials per (head, split): o [rows][d], m [rows], l [rows].
@@ -88,8 +98,15 @@ void attend_decode(const View& v, Isa isa, ThreadPool& pool) {
     const float* q = qh.data() + size_t(h) * rows * d;
     for (int b = bb; b < be; ++b) {
       const int a0 = std::max(k0, b * kPageSize), a1 = std::min(n_ctx, (b + 1) * kPageSize), nb = a1 - a0;
-      for (int j = 0; j < nb; ++j) p.fmt->k.decode(v.krow(h, a0 + j), d, kt.data() + size_t(j) * d);
-      K.dots(q, rows, d, kt.data(), nb, d, s.data(), kPageSize);
+      // A page's rows of one head are contiguous: plain values are read where they lie.
+      if (kplain == DType::BF16) {
+        K.dots_bf16(q, rows, d, reinterpret_cast<const uint16_t*>(v.krow(h, a0)), nb, d, s.data(), kPageSize);
+      } else if (kplain == DType::F32) {
+        K.dots(q, rows, d, reinterpret_cast<const float*>(v.krow(h, a0)), nb, d, s.data(), kPageSize);
+      } else {
+        for (int j = 0; j < nb; ++j) p.fmt->k.decode(v.krow(h, a0 + j), d, kt.data() + size_t(j) * d);
+        K.dots(q, rows, d, kt.data(), nb, d, s.data(), kPageSize);
+      }
       bool any = false;
       for (int r = 0; r < rows; ++r) {
         const int qpos = p.start_pos + r / g;
@@ -113,8 +130,14 @@ void attend_decode(const View& v, Isa isa, ThreadPool& pool) {
         scale[size_t(r)] = sc;
       }
       if (!any) continue;
-      for (int j = 0; j < nb; ++j) p.fmt->v.decode(v.vrow(h, a0 + j), d, vt.data() + size_t(j) * d);
-      K.pv(s.data(), rows, kPageSize, vt.data(), nb, d, scale.data(), o, d);
+      if (vplain == DType::BF16) {
+        K.pv_bf16(s.data(), rows, kPageSize, reinterpret_cast<const uint16_t*>(v.vrow(h, a0)), nb, d, scale.data(), o, d);
+      } else if (vplain == DType::F32) {
+        K.pv(s.data(), rows, kPageSize, reinterpret_cast<const float*>(v.vrow(h, a0)), nb, d, scale.data(), o, d);
+      } else {
+        for (int j = 0; j < nb; ++j) p.fmt->v.decode(v.vrow(h, a0 + j), d, vt.data() + size_t(j) * d);
+        K.pv(s.data(), rows, kPageSize, vt.data(), nb, d, scale.data(), o, d);
+      }
     }
   });
   std::vector<float> oh(size_t(rows) * d);

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #pragma GCC push_options
@@ -177,27 +178,38 @@ float exp_sum(float* x, int n, float mx) {
   return t;
 }
 
-void dots(const float* q, int rows, int ldq, const float* kr, int nk, int d, float* s, int lds) {
+// 8 elements as fp32: loaded, or widened from bf16; scalar tails alike.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) {
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+}
+inline float elem(const float* p, int i) { return p[i]; }
+inline float elem(const uint16_t* p, int i) { return std::bit_cast<float>(uint32_t(p[i]) << 16); }
+
+template <class T>
+void dots_t(const float* q, int rows, int ldq, const T* kr, int nk, int d, float* s, int lds) {
   const int d8 = d & ~7;
   for (int j = 0; j < nk; ++j) {
-    const float* kj = kr + size_t(j) * d;
+    const T* kj = kr + size_t(j) * d;
     for (int r = 0; r < rows; ++r) {
       const float* qr = q + size_t(r) * ldq;
       __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
       int c = 0;
       for (; c + 16 <= d8; c += 16) {
-        a = _mm256_fmadd_ps(_mm256_loadu_ps(qr + c), _mm256_loadu_ps(kj + c), a);
-        b = _mm256_fmadd_ps(_mm256_loadu_ps(qr + c + 8), _mm256_loadu_ps(kj + c + 8), b);
+        a = _mm256_fmadd_ps(_mm256_loadu_ps(qr + c), load8(kj + c), a);
+        b = _mm256_fmadd_ps(_mm256_loadu_ps(qr + c + 8), load8(kj + c + 8), b);
       }
-      for (; c < d8; c += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(qr + c), _mm256_loadu_ps(kj + c), a);
+      for (; c < d8; c += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(qr + c), load8(kj + c), a);
       float t = hsum(_mm256_add_ps(a, b));
-      for (; c < d; ++c) t += qr[c] * kj[c];
+      for (; c < d; ++c) t += qr[c] * elem(kj, c);
       s[size_t(r) * lds + j] = t;
     }
   }
 }
 
-void pv(const float* p, int rows, int ldp, const float* v, int nk, int d, const float* scale, float* o, int ldo) {
+template <class T>
+void pv_t(const float* p, int rows, int ldp, const T* v, int nk, int d, const float* scale, float* o, int ldo) {
   const int d8 = d & ~7;
   for (int r = 0; r < rows; ++r) {
     float* orow = o + size_t(r) * ldo;
@@ -208,23 +220,37 @@ void pv(const float* p, int rows, int ldp, const float* v, int nk, int d, const 
       for (int u = 0; u < nv; ++u) a[u] = _mm256_mul_ps(_mm256_loadu_ps(orow + c0 + 8 * u), _mm256_set1_ps(scale[r]));
       for (int j = 0; j < nk; ++j) {
         const __m256 pj = _mm256_set1_ps(prow[j]);
-        const float* vj = v + size_t(j) * d + c0;
-        for (int u = 0; u < nv; ++u) a[u] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * u), a[u]);
+        const T* vj = v + size_t(j) * d + c0;
+        for (int u = 0; u < nv; ++u) a[u] = _mm256_fmadd_ps(pj, load8(vj + 8 * u), a[u]);
       }
       for (int u = 0; u < nv; ++u) _mm256_storeu_ps(orow + c0 + 8 * u, a[u]);
     }
     for (int c = d8; c < d; ++c) {
       float t = orow[c] * scale[r];
-      for (int j = 0; j < nk; ++j) t += prow[j] * v[size_t(j) * d + c];
+      for (int j = 0; j < nk; ++j) t += prow[j] * elem(v + size_t(j) * d, c);
       orow[c] = t;
     }
   }
 }
 
+void dots(const float* q, int rows, int ldq, const float* kr, int nk, int d, float* s, int lds) {
+  dots_t(q, rows, ldq, kr, nk, d, s, lds);
+}
+void pv(const float* p, int rows, int ldp, const float* v, int nk, int d, const float* scale, float* o, int ldo) {
+  pv_t(p, rows, ldp, v, nk, d, scale, o, ldo);
+}
+void dots_bf16(const float* q, int rows, int ldq, const uint16_t* kr, int nk, int d, float* s, int lds) {
+  dots_t(q, rows, ldq, kr, nk, d, s, lds);
+}
+void pv_bf16(const float* p, int rows, int ldp, const uint16_t* v, int nk, int d, const float* scale, float* o,
+             int ldo) {
+  pv_t(p, rows, ldp, v, nk, d, scale, o, ldo);
+}
+
 }  // namespace
 
 const Kernels& avx2_kernels() {
-  static const Kernels k{gemm_f32x, nullptr, to_bf16_pairs, gemm_f32w, exp_sum, dots, pv};
+  static const Kernels k{gemm_f32x, nullptr, to_bf16_pairs, gemm_f32w, exp_sum, dots, pv, dots_bf16, pv_bf16};
   return k;
 }
 

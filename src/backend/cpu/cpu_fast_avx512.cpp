@@ -257,15 +257,22 @@ float exp_sum(float* x, int n, float mx) {
   return _mm512_reduce_add_ps(s);
 }
 
-void dots(const float* q, int rows, int ldq, const float* kr, int nk, int d, float* s, int lds) {
+// 16 keys' or values' elements as fp32: loaded, or widened from bf16 (the high half of a float).
+inline __m512 load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 load16(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+template <class T>
+void dots_t(const float* q, int rows, int ldq, const T* kr, int nk, int d, float* s, int lds) {
   for (int j = 0; j < nk; ++j) {
-    const float* kj = kr + size_t(j) * d;
+    const T* kj = kr + size_t(j) * d;
     int r = 0;
     for (; r + 4 <= rows; r += 4) {
       __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
       for (int c = 0; c < d; c += 16) {
         const __mmask16 mk = tail_mask(d - c);
-        const __m512 kv = _mm512_maskz_loadu_ps(mk, kj + c);
+        const __m512 kv = load16(kj + c, mk);
         for (int u = 0; u < 4; ++u)
           a[u] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, q + size_t(r + u) * ldq + c), kv, a[u]);
       }
@@ -275,14 +282,15 @@ void dots(const float* q, int rows, int ldq, const float* kr, int nk, int d, flo
       __m512 a = _mm512_setzero_ps();
       for (int c = 0; c < d; c += 16) {
         const __mmask16 mk = tail_mask(d - c);
-        a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, q + size_t(r) * ldq + c), _mm512_maskz_loadu_ps(mk, kj + c), a);
+        a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, q + size_t(r) * ldq + c), load16(kj + c, mk), a);
       }
       s[size_t(r) * lds + j] = _mm512_reduce_add_ps(a);
     }
   }
 }
 
-void pv(const float* p, int rows, int ldp, const float* v, int nk, int d, const float* scale, float* o, int ldo) {
+template <class T>
+void pv_t(const float* p, int rows, int ldp, const T* v, int nk, int d, const float* scale, float* o, int ldo) {
   for (int r = 0; r < rows; ++r) {
     float* orow = o + size_t(r) * ldo;
     const float* prow = p + size_t(r) * ldp;
@@ -297,18 +305,32 @@ void pv(const float* p, int rows, int ldp, const float* v, int nk, int d, const 
       }
       for (int j = 0; j < nk; ++j) {
         const __m512 pj = _mm512_set1_ps(prow[j]);
-        const float* vj = v + size_t(j) * d + c0;
-        for (int u = 0; u < 4; ++u) a[u] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(mk[u], vj + 16 * u), a[u]);
+        const T* vj = v + size_t(j) * d + c0;
+        for (int u = 0; u < 4; ++u) a[u] = _mm512_fmadd_ps(pj, load16(vj + 16 * u, mk[u]), a[u]);
       }
       for (int u = 0; u < 4; ++u) _mm512_mask_storeu_ps(orow + c0 + 16 * u, mk[u], a[u]);
     }
   }
 }
 
+void dots(const float* q, int rows, int ldq, const float* kr, int nk, int d, float* s, int lds) {
+  dots_t(q, rows, ldq, kr, nk, d, s, lds);
+}
+void pv(const float* p, int rows, int ldp, const float* v, int nk, int d, const float* scale, float* o, int ldo) {
+  pv_t(p, rows, ldp, v, nk, d, scale, o, ldo);
+}
+void dots_bf16(const float* q, int rows, int ldq, const uint16_t* kr, int nk, int d, float* s, int lds) {
+  dots_t(q, rows, ldq, kr, nk, d, s, lds);
+}
+void pv_bf16(const float* p, int rows, int ldp, const uint16_t* v, int nk, int d, const float* scale, float* o,
+             int ldo) {
+  pv_t(p, rows, ldp, v, nk, d, scale, o, ldo);
+}
+
 }  // namespace
 
 const Kernels& avx512_kernels() {
-  static const Kernels k{gemm_f32x, gemm_bf16x, to_bf16_pairs, gemm_f32w, exp_sum, dots, pv};
+  static const Kernels k{gemm_f32x, gemm_bf16x, to_bf16_pairs, gemm_f32w, exp_sum, dots, pv, dots_bf16, pv_bf16};
   return k;
 }
 
