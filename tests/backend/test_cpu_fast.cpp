@@ -272,6 +272,7 @@ Run run(Backend& be, const Model& m, const KvFormat& fmt, int n_prompt) {
   r.vocab = m.config.vocab;
   PageTable pt(64, 11);
   be.init_kv(fmt, pt.n_pages());
+  be.init_state(1);  // the hybrids' DeltaNet state
   const int32_t seq = pt.create_sequence();
   const int total = n_prompt + 3 + 5;
   EXPECT_TRUE(pt.reserve(seq, total));
@@ -279,7 +280,7 @@ Run run(Backend& be, const Model& m, const KvFormat& fmt, int n_prompt) {
   const std::vector<int32_t> ids = run_ids(m, total);
   std::vector<float> part;
   auto step = [&](int p, int n) {
-    SeqChunk ch{ids.data() + p, n, p, bt.data(), int(bt.size()), true};
+    SeqChunk ch{ids.data() + p, n, p, bt.data(), int(bt.size()), true, 0};
     be.forward({&ch, 1}, part);
     r.logits.insert(r.logits.end(), part.begin(), part.end());
   };
@@ -359,7 +360,7 @@ INSTANTIATE_TEST_SUITE_P(RefModels, FastVsReference,
 // Every family (sliding windows, soft-capping, MoE, partial rotary...) on every ISA.
 TEST(FastVsReferenceTiny, EveryFamilyEveryIsa) {
   const char* names[] = {"llama-rope-yarn", "llama-rope-partial", "mistral-sliding", "gemma2", "gemma3",
-                         "phi3", "granite", "olmo2", "mixtral", "qwen3-moe"};
+                         "phi3", "granite", "olmo2", "mixtral", "qwen3-moe", "qwen3-next", "qwen3.5-moe"};
   for (Isa isa : isas()) {
     ASSERT_EQ(setenv("NINFER_CPU_ISA", std::string(isa_name(isa)).c_str(), 1), 0);
     for (const char* name : names) {
