@@ -37,22 +37,24 @@ const std::vector<std::string> kTiny = {
     "llama-rope-default", "llama-rope-linear", "llama-rope-dynamic", "llama-rope-yarn", "llama-rope-yarn-mscale",
     "llama-rope-llama3",  "llama-rope-longrope", "llama-rope-partial", "mistral-sliding", "qwen2-sliding",
     "gemma2",             "gemma3",             "gemma3-cond",        "phi3",            "granite",
-    "olmo2",              "mixtral",            "qwen3-moe",          "qwen3-moe-nonorm"};
+    "olmo2",              "mixtral",            "qwen3-moe",          "qwen3-moe-nonorm",
+    "qwen3-next",         "qwen3.5",            "qwen3.5-cond",       "qwen3.5-moe"};
 
 // Prefill of ids (all logits) then decode steps over `cont`; returns [ids.size() + cont.size(), vocab].
 std::vector<float> run(Backend& be, const KvFormat& fmt, int vocab, const std::vector<int32_t>& ids,
                        const std::vector<int32_t>& cont) {
   PageTable pt(64, 11);
   be.init_kv(fmt, pt.n_pages());
+  be.init_state(1);  // the hybrids' DeltaNet state (slot 0)
   const int32_t seq = pt.create_sequence();
   EXPECT_TRUE(pt.reserve(seq, int64_t(ids.size() + cont.size()) + 1));
   const auto& bt = pt.block_table(seq);
   std::vector<float> all, step;
-  SeqChunk ch{ids.data(), int(ids.size()), 0, bt.data(), int(bt.size()), true};
+  SeqChunk ch{ids.data(), int(ids.size()), 0, bt.data(), int(bt.size()), true, 0};
   be.forward({&ch, 1}, all);
   int pos = int(ids.size());
   for (int32_t tok : cont) {
-    SeqChunk d{&tok, 1, pos++, bt.data(), int(bt.size()), false};
+    SeqChunk d{&tok, 1, pos++, bt.data(), int(bt.size()), false, 0};
     be.forward({&d, 1}, step);
     all.insert(all.end(), step.begin(), step.begin() + vocab);
   }
@@ -129,6 +131,7 @@ TEST_P(CudaTiny, GpuMatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(All, CudaTiny, ::testing::ValuesIn(kTiny), [](const auto& info) {
   std::string s = info.param;
   std::replace(s.begin(), s.end(), '-', '_');
+  std::replace(s.begin(), s.end(), '.', '_');
   return s;
 });
 

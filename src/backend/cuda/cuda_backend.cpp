@@ -30,6 +30,7 @@
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/delta_net.h"
 #include "backend/cuda/kv_cache.h"
 #include "backend/cuda/ops.h"
 #include "core/dtype.h"
@@ -163,11 +164,8 @@ class CudaBackend final : public Backend, private LayerOps {
     if (c_.n_heads % c_.n_kv_heads != 0)
       fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", model.dir.string(), c_.n_heads,
            c_.n_kv_heads);
-    // NOTE: the hybrids' DeltaNet layers, gated attention and shared experts have CPU kernels
-    // only so far (issue 26).
-    if (c_.n_deltanet_layers() > 0 || c_.attn_gate || c_.shared_ffn > 0)
-      fail("{}: {} has linear-attention (Gated DeltaNet) layers, which run on the CPU only for now (use --device cpu)",
-           model.dir.string(), c_.architecture);
+    std::string why;
+    if (!cuda_supports_model(c_, &why)) fail("{}: {} (use --device cpu)", model.dir.string(), why);
     NINFER_CUDA_CHECK(cudaSetDevice(opt.device));
     cudaDeviceProp prop{};
     NINFER_CUDA_CHECK(cudaGetDeviceProperties(&prop, opt.device));
@@ -188,6 +186,12 @@ class CudaBackend final : public Backend, private LayerOps {
       fail("{}: the CUDA backend has no kernels for quantised weights yet: tensor '{}' is held as {} (use --device cpu)",
            model.dir.string(), qname, qfmt);
     upload_weights(model);
+    size_t off = 0;
+    for (const LayerSpec& l : c_.layers) {
+      dn_offset_.push_back(off);
+      if (l.mixer == Mixer::DeltaNet) off += c_.dn.state_floats();
+    }
+    slot_floats_ = off;
     ensure_tokens(512, 16);
   }
 
@@ -221,7 +225,13 @@ class CudaBackend final : public Backend, private LayerOps {
     // NOTE: K and V blocks differ in size for rk2v4-e8 (16-bit K codes, 32-bit V codes).
     k_side_bytes_ = size_t(n_pages) * c_.n_kv_heads * cuda::cache_block_bytes(kind, c_.head_dim, 0);
     v_side_bytes_ = size_t(n_pages) * c_.n_kv_heads * cuda::cache_block_bytes(kind, c_.head_dim, 1);
-    pool_.alloc((k_side_bytes_ + v_side_bytes_) * size_t(c_.n_layers));
+    // Attention layers only: a DeltaNet layer keeps no KV (attn_index_).
+    attn_index_.assign(size_t(c_.n_layers), -1);
+    int na = 0;
+    for (int l = 0; l < c_.n_layers; ++l)
+      if (c_.layers[size_t(l)].mixer == Mixer::Attention) attn_index_[size_t(l)] = na++;
+    n_attn_layers_ = na;
+    pool_.alloc((k_side_bytes_ + v_side_bytes_) * size_t(na));
     // NOTE: zeroed so that never-written slots hold finite values (they are masked anyway).
     NINFER_CUDA_CHECK(cudaMemsetAsync(pool_.as<void>(), 0, pool_.bytes(), stream_));
     cuda::AttnShape sh;
@@ -236,6 +246,7 @@ class CudaBackend final : public Backend, private LayerOps {
     attns_.clear();
     layer_attn_.assign(size_t(c_.n_layers), 0);
     for (int l = 0; l < c_.n_layers; ++l) {
+      if (attn_index_[size_t(l)] < 0) continue;
       const int w = c_.layers[size_t(l)].window;
       size_t i = 0;
       while (i < attns_.size() && attns_[i]->shape().window != w) ++i;
@@ -251,6 +262,22 @@ class CudaBackend final : public Backend, private LayerOps {
   const KvFormat& kv_format() const override {
     NINFER_CHECK(fmt_ != nullptr, "init_kv was not called");
     return *fmt_;
+  }
+
+  void init_state(int n_slots) override {
+    NINFER_CHECK(n_slots >= 0, "init_state: {} slots", n_slots);
+    if (slot_floats_ == 0) return;
+    NINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    DeviceBuffer fresh;
+    fresh.alloc(size_t(n_slots) * slot_floats_ * 4);
+    const size_t keep = size_t(std::min(n_slots, n_slots_)) * slot_floats_ * 4;
+    if (keep) NINFER_CUDA_CHECK(cudaMemcpy(fresh.as<void>(), state_.as<void>(), keep, cudaMemcpyDeviceToDevice));
+    state_ = std::move(fresh);
+    n_slots_ = n_slots;
+    // NOTE: a replayed graph would read the old state buffer.
+    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    graph_exec_ = nullptr;
+    graph_key_.clear();
   }
 
   size_t page_bytes(const KvFormat& fmt) const override { return kv_page_bytes(c_, fmt); }
@@ -280,10 +307,10 @@ class CudaBackend final : public Backend, private LayerOps {
       NINFER_CHECK(src[i] >= 0 && src[i] < n_pages_ && dst[i] >= 0 && dst[i] < n_pages_ && src[i] != dst[i],
                    "copy_kv_pages: bad page pair {} -> {} ({} pages)", src[i], dst[i], n_pages_);
       NINFER_CUDA_CHECK(cudaMemcpy2DAsync(base + size_t(dst[i]) * kb, pitch, base + size_t(src[i]) * kb, pitch, kb,
-                                          size_t(c_.n_layers), cudaMemcpyDeviceToDevice, stream_));
+                                          size_t(n_attn_layers_), cudaMemcpyDeviceToDevice, stream_));
       uint8_t* vbase = base + k_side_bytes_;
       NINFER_CUDA_CHECK(cudaMemcpy2DAsync(vbase + size_t(dst[i]) * vb, pitch, vbase + size_t(src[i]) * vb, pitch, vb,
-                                          size_t(c_.n_layers), cudaMemcpyDeviceToDevice, stream_));
+                                          size_t(n_attn_layers_), cudaMemcpyDeviceToDevice, stream_));
     }
     NINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
@@ -321,10 +348,14 @@ class CudaBackend final : public Backend, private LayerOps {
                                a == Activation::GeluTanh ? 1 : 0);
   }
   void moe(float alpha) override;
-  // Refused at construction (the hybrids run on the CPU only so far).
-  void split_attn_gate() override { fail("split_attn_gate: not on the GPU yet"); }
-  void attn_gate() override { fail("attn_gate: not on the GPU yet"); }
-  void delta_net() override { fail("delta_net: not on the GPU yet"); }
+  void split_attn_gate() override {
+    cuda::launch_split_attn_gate(qkv_.as<float>(), dn_scratch_.as<float>(), gate_.as<float>(), T_, c_.n_heads,
+                                 c_.head_dim, c_.kv_dim(), stream_);
+  }
+  void attn_gate() override {
+    cuda::launch_attn_gate(att_.as<uint16_t>(), gate_.as<float>(), size_t(T_) * c_.q_dim(), stream_);
+  }
+  void delta_net() override;
   float* fbuf(Buf b) {
     switch (b) {
       case Buf::X: return x_.as<float>();
@@ -421,7 +452,7 @@ class CudaBackend final : public Backend, private LayerOps {
         upload_matrix(D.proj[p], L.proj[p]);
         upload_bias(D.bias[p], L.proj[p]);
       }
-      for (size_t v = 0; v < D.vec.size(); ++v) upload_vec(D.vec[v], L.vec[v], offset);
+      for (size_t v = 0; v < D.vec.size(); ++v) upload_vec(D.vec[v], L.vec[v], vec_is_norm(Vec(v)) ? offset : 0.0f);
       if (!L.experts.empty()) {
         const ExpertWeights& e0 = L.experts.front();
         const size_t gu_n = size_t(e0.gate_up.out() * e0.gate_up.in), down_n = size_t(e0.down.out() * e0.down.in);
@@ -443,11 +474,23 @@ class CudaBackend final : public Backend, private LayerOps {
   // Grows the per-forward buffers to hold t tokens and r logits rows.
   void ensure_tokens(int t, int r) {
     const size_t T = size_t(t), halves = mode_ == CudaGemmMode::Split ? 2 : 1;
-    const size_t H = size_t(c_.hidden), F = size_t(c_.ffn), qkvn = size_t(c_.q_dim() + 2 * c_.kv_dim());
+    const size_t H = size_t(c_.hidden), F = size_t(c_.ffn), qkvn = size_t(c_.qkv_width());
+    const size_t S = size_t(c_.shared_ffn);
     x_.ensure(T * H * 4);
-    act_.ensure(halves * T * std::max(H, F) * 2);
+    act_.ensure(halves * T * std::max({H, F, S}) * 2);
     qkv_.ensure(T * qkvn * 4);
-    att_.ensure(T * size_t(c_.q_dim()) * 2);
+    att_.ensure(T * std::max(size_t(c_.q_dim()), size_t(c_.dn.value_dim())) * 2);
+    if (c_.attn_gate) {
+      gate_.ensure(T * size_t(c_.q_dim()) * 4);
+      dn_scratch_.ensure(T * qkvn * 4);
+    }
+    if (c_.n_deltanet_layers() > 0) dn_y_.ensure(T * size_t(c_.dn.conv_dim()) * 4);
+    if (S > 0) {
+      sh_gu_.ensure(T * 2 * S * 4);
+      sh_act_.ensure(T * S * 2);
+      sh_y_.ensure(T * H * 4);
+      sh_g_.ensure(T * 4);
+    }
     gu_.ensure(T * 2 * F * 4);
     tmpx_.ensure(T * H * 4);
     if (c_.n_experts > 0) {
@@ -463,7 +506,7 @@ class CudaBackend final : public Backend, private LayerOps {
     }
     logits_.ensure(size_t(r) * size_t(c_.vocab) * 4);
     if (mode_ == CudaGemmMode::Split) {
-      const size_t maxn = std::max({qkvn, H, 2 * F});
+      const size_t maxn = std::max({qkvn, H, 2 * F, 2 * S});
       tmp_.ensure(std::max(2 * T * maxn, 2 * size_t(r) * size_t(c_.vocab)) * 4);
     }
     meta_.ensure(T * 4 * 6 + 64);
@@ -527,6 +570,15 @@ class CudaBackend final : public Backend, private LayerOps {
   DeviceBuffer pool_;  // [n_layers][K, V][n_pages][n_kv_heads] blocks
   std::vector<std::unique_ptr<cuda::PagedAttention>> attns_;  // one per distinct window
   std::vector<int> layer_attn_;                               // [n_layers] index into attns_
+  std::vector<int> attn_index_;  // [n_layers] the layer's place in pool_ (-1: a DeltaNet layer, no KV)
+  int n_attn_layers_ = 0;
+  // Recurrent state (DeltaNet layers): n_slots_ slots of slot_floats_ fp32, layer l's part at
+  // dn_offset_[l] (conv history, then S); the batch's chunks (cuda::DeltaNetChunk) in dn_meta_.
+  DeviceBuffer state_, dn_meta_;
+  std::vector<size_t> dn_offset_;
+  size_t slot_floats_ = 0;
+  int n_slots_ = 0, n_dn_chunks_ = 0;
+  DeviceBuffer gate_, dn_scratch_, dn_y_, sh_gu_, sh_act_, sh_y_, sh_g_;
   // per-forward buffers
   DeviceBuffer x_, act_, qkv_, att_, gu_, tmpx_, logits_, tmp_, meta_;
   DeviceBuffer moe_logits_, moe_ids_, moe_w_, moe_x_, moe_gu_, moe_act_, moe_y_, moe_ys_;
@@ -578,7 +630,7 @@ void CudaBackend::qk_norm_rope() {
 void CudaBackend::attention() {
   const int qd = c_.q_dim(), kvd = c_.kv_dim(), qkvn = qd + 2 * kvd;
   float* qkv = qkv_.as<float>();
-  uint8_t* k_pool = pool_.as<uint8_t>() + size_t(l_) * (k_side_bytes_ + v_side_bytes_);
+  uint8_t* k_pool = pool_.as<uint8_t>() + size_t(attn_index_[size_t(l_)]) * (k_side_bytes_ + v_side_bytes_);
   uint8_t* v_pool = k_pool + k_side_bytes_;
   cuda::KvAppendParams ap;
   ap.src = qkv;
@@ -675,6 +727,38 @@ void CudaBackend::moe(float alpha) {
     cuda::launch_scatter_rows_f32(ys, d_order + TK, moe_y_.as<float>(), TK, H, stream_);
   }
   cuda::launch_moe_combine(moe_y_.as<float>(), moe_w_.as<float>(), T_, K, H, alpha, x_.as<float>(), stream_);
+  if (c_.shared_ffn == 0) return;
+  // The shared expert on every token, x += alpha * sigmoid(H w_sg) * down(silu(gate(H)) * up(H)).
+  const int S = c_.shared_ffn;
+  gemm(act_.as<uint16_t>(), T_, L.proj[size_t(Proj::SharedGateUp)], sh_gu_.as<float>(), false, kNoBias, split_);
+  cuda::launch_silu_mul_bf16(sh_gu_.as<float>(), sh_act_.as<uint16_t>(), T_, S, false, stream_);
+  gemm(sh_act_.as<uint16_t>(), T_, L.proj[size_t(Proj::SharedDown)], sh_y_.as<float>(), false, kNoBias, false);
+  gemm(act_.as<uint16_t>(), T_, L.proj[size_t(Proj::SharedGate)], sh_g_.as<float>(), false, kNoBias, split_);
+  cuda::launch_gated_add(sh_y_.as<float>(), sh_g_.as<float>(), T_, H, alpha, x_.as<float>(), stream_);
+}
+
+// The layer's Gated DeltaNet over every chunk of the batch (cuda/delta_net.h): QKV holds the
+// projection rows; ATT receives the gated-norm output in bf16.
+void CudaBackend::delta_net() {
+  const DeltaNetShape& d = c_.dn;
+  cuda::DeltaNetParams p;
+  p.nk = d.nk, p.nv = d.nv, p.dk = d.dk, p.dv = d.dv, p.conv = d.conv, p.grouped = d.grouped;
+  p.proj = qkv_.as<float>();
+  p.ld_proj = d.proj_dim();
+  p.conv_w = vec(Vec::DnConv);
+  p.a_log = vec(Vec::DnALog);
+  p.dt_bias = vec(Vec::DnDtBias);
+  p.norm_w = vec(Vec::DnNorm);
+  p.eps = c_.rms_eps;
+  p.state = state_.as<float>();
+  p.slot_floats = slot_floats_;
+  p.layer_offset = dn_offset_[size_t(l_)];
+  p.chunks = dn_meta_.as<cuda::DeltaNetChunk>();
+  p.n_chunks = n_dn_chunks_;
+  p.n_tokens = T_;
+  p.y = dn_y_.as<float>();
+  p.out = att_.as<uint16_t>();
+  cuda::launch_delta_net(p, stream_);
 }
 
 void CudaBackend::enqueue_forward(int T, int R, bool split, const int32_t* d_ids, const int32_t* d_rows,
@@ -735,6 +819,21 @@ void CudaBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& 
   const int R = int(rows.size());
   meta.insert(meta.end(), rows.begin(), rows.end());
   ensure_tokens(T, R);
+  if (slot_floats_ > 0) {  // the DeltaNet layers' chunks: rows, state slot, fresh
+    std::vector<cuda::DeltaNetChunk> dc;
+    int t0 = 0;
+    for (const SeqChunk& ch : chunks) {
+      NINFER_CHECK(ch.state_slot >= 0 && ch.state_slot < n_slots_, "state slot {} out of range ({} slots)",
+                   ch.state_slot, n_slots_);
+      dc.push_back(cuda::DeltaNetChunk{t0, ch.n_tokens, ch.state_slot, ch.start_pos == 0 ? 1 : 0});
+      t0 += ch.n_tokens;
+    }
+    dn_meta_.ensure(std::max<size_t>(dc.size(), 64) * sizeof(cuda::DeltaNetChunk));
+    NINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    NINFER_CUDA_CHECK(cudaMemcpy(dn_meta_.as<void>(), dc.data(), dc.size() * sizeof(cuda::DeltaNetChunk),
+                                 cudaMemcpyHostToDevice));
+    n_dn_chunks_ = int(dc.size());
+  }
   // Rope tables: per spec, one per chunk for its length (model/rope.h), staged after the meta.
   std::vector<float> tabs;
   rope_off_.clear();
@@ -774,7 +873,8 @@ void CudaBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& 
       key.insert(key.end(), k.begin(), k.end());
     }
     for (const DeviceBuffer* b : {&x_, &act_, &qkv_, &att_, &gu_, &tmpx_, &logits_, &tmp_, &meta_, &pool_, &rope_tab_,
-                                  &moe_logits_, &moe_ids_, &moe_w_, &moe_gu_, &moe_act_, &moe_y_})
+                                  &moe_logits_, &moe_ids_, &moe_w_, &moe_gu_, &moe_act_, &moe_y_, &state_, &dn_meta_,
+                                  &gate_, &dn_scratch_, &dn_y_, &sh_gu_, &sh_act_, &sh_y_, &sh_g_})
       key.push_back(uintptr_t(b->as<void>()));
     key.push_back(uintptr_t(T));
     key.push_back(uintptr_t(R));
@@ -833,9 +933,17 @@ bool cuda_supports_model(const ModelConfig& c, std::string* why) {
     if (why) *why = "num_attention_heads is not a multiple of num_key_value_heads";
     return false;
   }
-  if (c.n_deltanet_layers() > 0 || c.attn_gate || c.shared_ffn > 0) {
-    if (why) *why = fmt::format("{}'s linear-attention (Gated DeltaNet) layers have no GPU kernels yet", c.architecture);
-    return false;
+  if (c.n_deltanet_layers() > 0) {
+    const DeltaNetShape& d = c.dn;
+    // NOTE: the recurrent kernel holds one head's state [dk][dv] in shared memory, a column
+    // per thread (delta_net.cu).
+    if (d.dv % 32 != 0 || d.dv > 1024 || d.conv > 9 || size_t(d.dk) * d.dv * 4 + size_t(d.dk) * 8 + 128 > 227 * 1024) {
+      if (why)
+        *why = fmt::format("the CUDA DeltaNet kernel needs linear_value_head_dim a multiple of 32 up to 1024, "
+                           "linear_conv_kernel_dim <= 9 and a key x value head state within 227 KiB; the model has "
+                           "{} x {}, conv {}", d.dk, d.dv, d.conv);
+      return false;
+    }
   }
   return true;
 }
