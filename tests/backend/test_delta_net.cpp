@@ -163,7 +163,7 @@ cpu::ParallelFor serial = [](int n, const std::function<void(int)>& fn) {
 
 // Runs tokens [t0, t0 + n) of c on the state in conv_state / state.
 void run(const Case& c, const std::vector<float>& proj, bool grouped, int t0, int n, std::vector<float>& conv_state,
-         std::vector<float>& state, std::vector<float>& out) {
+         std::vector<float>& state, std::vector<float>& out, int chunk = 0) {
   const Shape& s = c.s;
   cpu::DeltaNetParams p;
   p.nk = s.nk, p.nv = s.nv, p.dk = s.dk, p.dv = s.dv, p.conv = s.conv, p.grouped = grouped;
@@ -180,6 +180,7 @@ void run(const Case& c, const std::vector<float>& proj, bool grouped, int t0, in
   out.resize(size_t(c.T) * s.vd());
   p.out = out.data() + size_t(t0) * s.vd();
   p.ld_out = s.vd();
+  p.chunk = chunk;
   cpu::delta_net_forward(p, serial);
 }
 
@@ -207,6 +208,13 @@ TEST(DeltaNet, MatchesFp64OnRandomAndAdversarialInputs) {
         EXPECT_LT(rel(out, want.out), 2e-5) << (grouped ? "grouped" : "flat");
         EXPECT_LT(rel(st, want.state), 2e-5);
         EXPECT_LT(rel(cs, want.conv_state), 1e-7) << "the conv keeps the last inputs as they were";
+      }
+      // The chunked form: chunks of 64 (transformers'), 16 and 7 (41 tokens: a partial last chunk).
+      for (int chunk : {64, 16, 7}) {
+        std::vector<float> cs = c.conv_state, st = c.state, out;
+        run(c, c.proj, false, 0, c.T, cs, st, out, chunk);
+        EXPECT_LT(rel(out, want.out), 1e-4) << "chunk " << chunk;
+        EXPECT_LT(rel(st, want.state), 1e-4) << "chunk " << chunk;
       }
     }
   }

@@ -616,7 +616,8 @@ void CpuBackend::attn_gate() {
 }
 
 // One sequence at a time (its state is sequential in the tokens); within one, channels and
-// value heads in parallel (backend/cpu/delta_net.h).
+// value heads in parallel (backend/cpu/delta_net.h). NOTE: the recurrent form throughout: on 2
+// cores the chunked form's loops measured 20 % slower at prefill 512 (3,490 vs 4,200 tok/s).
 void CpuBackend::delta_net() {
   const DeltaNetShape& d = c_.dn;
   const LayerF32& W = L();

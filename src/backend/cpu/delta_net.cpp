@@ -1,5 +1,6 @@
 #include "backend/cpu/delta_net.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -69,8 +70,101 @@ void delta_net_forward(const DeltaNetParams& p, const ParallelFor& par) {
       for (int j = 0; j < K - 1; ++j) p.conv_state[size_t(j) * cd + c] = hist[size_t(T + j)];
     }
   });
-  // 3. The delta rule per value head, token after token, then the gated norm.
+  // 3. The delta rule per value head, token after token (or chunk after chunk), then the gated norm.
   const float qscale = 1.0f / std::sqrt(float(p.dk));
+  auto gated_norm = [&](int t, int h, const float* o) {
+    float ss = 0;
+    for (int j = 0; j < p.dv; ++j) ss += o[j] * o[j];
+    const float inv = 1.0f / std::sqrt(ss / float(p.dv) + p.eps);
+    const float* zt = z.data() + size_t(t) * vd + size_t(h) * p.dv;
+    float* out = p.out + size_t(t) * p.ld_out + size_t(h) * p.dv;
+    for (int j = 0; j < p.dv; ++j) out[j] = o[j] * inv * p.norm_w[j] * silu(zt[j]);
+  };
+  if (p.chunk > 0) {
+    par(p.nv, [&](int h) {
+      const int hk = h / r, dk = p.dk, dv = p.dv, C = p.chunk;
+      float* S = p.state + size_t(h) * dk * dv;
+      const float A = std::exp(p.a_log[h]);
+      std::vector<float> q(size_t(C) * dk), k(size_t(C) * dk), W(size_t(C) * dk), U(size_t(C) * dv),
+          L(size_t(C) * C), G(static_cast<size_t>(C)), beta(static_cast<size_t>(C)), o(static_cast<size_t>(dv));
+      for (int c0 = 0; c0 < T; c0 += C) {
+        const int n = std::min(C, T - c0);
+        float gsum = 0;
+        for (int i = 0; i < n; ++i) {
+          const int t = c0 + i;
+          const float* yt = y.data() + size_t(t) * cd;
+          float* qi = q.data() + size_t(i) * dk;
+          float* ki = k.data() + size_t(i) * dk;
+          std::memcpy(qi, yt + size_t(hk) * dk, size_t(dk) * 4);
+          std::memcpy(ki, yt + kd + size_t(hk) * dk, size_t(dk) * 4);
+          l2normalize(qi, dk, qscale);
+          l2normalize(ki, dk, 1.0f);
+          gsum += -A * softplus(a[size_t(t) * p.nv + h] + p.dt_bias[h]);
+          G[size_t(i)] = gsum;
+          beta[size_t(i)] = sigmoid(b[size_t(t) * p.nv + h]);
+        }
+        // L, then U and W by forward substitution on (I + L).
+        for (int i = 0; i < n; ++i)
+          for (int j = 0; j < i; ++j) {
+            float d = 0;
+            for (int e = 0; e < dk; ++e) d += k[size_t(i) * dk + e] * k[size_t(j) * dk + e];
+            L[size_t(i) * C + j] = beta[size_t(i)] * d * std::exp(G[size_t(i)] - G[size_t(j)]);
+          }
+        for (int i = 0; i < n; ++i) {
+          const float* v = y.data() + size_t(c0 + i) * cd + 2 * kd + size_t(h) * dv;
+          float* Ui = U.data() + size_t(i) * dv;
+          float* Wi = W.data() + size_t(i) * dk;
+          const float eg = std::exp(G[size_t(i)]);
+          for (int e = 0; e < dv; ++e) Ui[e] = beta[size_t(i)] * v[e];
+          for (int e = 0; e < dk; ++e) Wi[e] = beta[size_t(i)] * k[size_t(i) * dk + e] * eg;
+          for (int j = 0; j < i; ++j) {
+            const float l = L[size_t(i) * C + j];
+            for (int e = 0; e < dv; ++e) Ui[e] -= l * U[size_t(j) * dv + e];
+            for (int e = 0; e < dk; ++e) Wi[e] -= l * W[size_t(j) * dk + e];
+          }
+        }
+        // v' = U - W S (in U), then the outputs from the old state and within the chunk.
+        for (int i = 0; i < n; ++i) {
+          float* Ui = U.data() + size_t(i) * dv;
+          for (int e = 0; e < dk; ++e) {
+            const float w = W[size_t(i) * dk + e];
+            const float* Se = S + size_t(e) * dv;
+            for (int j = 0; j < dv; ++j) Ui[j] -= w * Se[j];
+          }
+        }
+        for (int i = 0; i < n; ++i) {
+          const float* qi = q.data() + size_t(i) * dk;
+          const float eg = std::exp(G[size_t(i)]);
+          std::fill(o.begin(), o.end(), 0.0f);
+          for (int e = 0; e < dk; ++e) {
+            const float qe = qi[e] * eg;
+            const float* Se = S + size_t(e) * dv;
+            for (int j = 0; j < dv; ++j) o[size_t(j)] += qe * Se[j];
+          }
+          for (int m = 0; m <= i; ++m) {
+            float d = 0;
+            for (int e = 0; e < dk; ++e) d += qi[e] * k[size_t(m) * dk + e];
+            const float a_im = d * std::exp(G[size_t(i)] - G[size_t(m)]);
+            const float* Um = U.data() + size_t(m) * dv;
+            for (int j = 0; j < dv; ++j) o[size_t(j)] += a_im * Um[j];
+          }
+          gated_norm(c0 + i, h, o.data());
+        }
+        // S = exp(G_last) S + sum_m exp(G_last - G_m) k_m v'_m^T
+        const float gl = G[size_t(n - 1)], el = std::exp(gl);
+        for (int e = 0; e < dk; ++e) {
+          float* Se = S + size_t(e) * dv;
+          for (int j = 0; j < dv; ++j) Se[j] *= el;
+          for (int m = 0; m < n; ++m) {
+            const float km = k[size_t(m) * dk + e] * std::exp(gl - G[size_t(m)]);
+            const float* Um = U.data() + size_t(m) * dv;
+            for (int j = 0; j < dv; ++j) Se[j] += km * Um[j];
+          }
+        }
+      }
+    });
+    return;
+  }
   par(p.nv, [&](int h) {
     const int hk = h / r, dk = p.dk, dv = p.dv;
     float* S = p.state + size_t(h) * dk * dv;
@@ -103,12 +197,7 @@ void delta_net_forward(const DeltaNetParams& p, const ParallelFor& par) {
           o[size_t(j)] += Si[j] * q[size_t(i)];
         }
       }
-      float ss = 0;
-      for (int j = 0; j < dv; ++j) ss += o[size_t(j)] * o[size_t(j)];
-      const float inv = 1.0f / std::sqrt(ss / float(dv) + p.eps);
-      const float* zt = z.data() + size_t(t) * vd + size_t(h) * dv;
-      float* out = p.out + size_t(t) * p.ld_out + size_t(h) * dv;
-      for (int j = 0; j < dv; ++j) out[j] = o[size_t(j)] * inv * p.norm_w[j] * silu(zt[j]);
+      gated_norm(t, h, o.data());
     }
   });
 }

@@ -31,6 +31,13 @@ struct DeltaNetParams {
   float* state = nullptr;       // [nv][dk][dv]; updated
   float* out = nullptr;         // [n_tokens][ld_out], nv * dv used
   int ld_out = 0;
+  // 0: the recurrent form. C > 0: the chunked form for the delta rule (transformers'
+  // torch_chunk_gated_delta_rule, the published formulation): per chunk of C tokens,
+  // L = strictly lower (beta_i k_i . k_j) exp(G_i - G_j) (G the cumulative g in the chunk),
+  // U = (I + L)^-1 (beta v), W = (I + L)^-1 (beta k exp(G)), v' = U - W S,
+  // o_i = exp(G_i) q_i S + sum_{j <= i} (q_i . k_j) exp(G_i - G_j) v'_j,
+  // S = exp(G_last) S + sum_j exp(G_last - G_j) k_j v'_j^T. Equal to the recurrence up to rounding.
+  int chunk = 0;
 };
 
 // Runs fn(i) for i in [0, n), possibly in parallel.
