@@ -245,6 +245,14 @@ TEST(HybridConfig, BadConfigsNameTheField) {
   c["text_config"]["attn_output_gate"] = false;
   e = config_error(c);
   EXPECT_NE(e.find("'text_config.attn_output_gate' = false is not supported"), std::string::npos) << e;
+  c = config_for("Qwen3_5ForConditionalGeneration");
+  c["text_config"]["linear_value_head_dim"] = 1 << 29;  // a width whose products would overflow
+  e = config_error(c);
+  EXPECT_NE(e.find("'text_config.linear_num_value_heads' x linear_value_head_dim = "), std::string::npos) << e;
+  c = config_for("Qwen3_5ForConditionalGeneration");
+  c["text_config"]["mtp_num_hidden_layers"] = 100000;
+  e = config_error(c);
+  EXPECT_NE(e.find("'text_config.mtp_num_hidden_layers' = 100000 is more than 16"), std::string::npos) << e;
   c = config_for("Qwen3_5MoeForConditionalGeneration");
   c["text_config"].erase("shared_expert_intermediate_size");
   e = config_error(c);

@@ -79,12 +79,24 @@ void parse(const ConfigReader& r, ModelConfig& c) {
   d.grouped = is_next(c);
   if (d.nv % d.nk != 0)
     r.bad("linear_num_value_heads", fmt::format("= {} is not a multiple of linear_num_key_heads {}", d.nv, d.nk));
-  if (d.conv < 2) r.bad("linear_conv_kernel_dim", fmt::format("= {} must be at least 2", d.conv));
+  // NOTE: bounds far above real models (key / value widths 2,048-6,144, conv 4) so that the
+  // shapes' int arithmetic (DeltaNetShape) cannot overflow.
+  constexpr int64_t kMaxWidth = int64_t(1) << 20;
+  if (int64_t(d.nk) * d.dk > kMaxWidth)
+    r.bad("linear_num_key_heads", fmt::format("x linear_key_head_dim = {} is more than {}", int64_t(d.nk) * d.dk, kMaxWidth));
+  if (int64_t(d.nv) * d.dv > kMaxWidth)
+    r.bad("linear_num_value_heads",
+          fmt::format("x linear_value_head_dim = {} is more than {}", int64_t(d.nv) * d.dv, kMaxWidth));
+  if (int64_t(d.dk) * d.dv > (int64_t(1) << 22))
+    r.bad("linear_key_head_dim", fmt::format("x linear_value_head_dim = {} (one head's state) is more than {}",
+                                             int64_t(d.dk) * d.dv, int64_t(1) << 22));
+  if (d.conv < 2 || d.conv > 64) r.bad("linear_conv_kernel_dim", fmt::format("= {} must be in 2..64", d.conv));
   parse_layer_types(r, c);
   if (c.n_attention_layers() == 0) r.bad("layer_types", "has no full_attention layer");
   const bool no_mtp = !r.has("mtp_num_hidden_layers") ||
                       (r.j["mtp_num_hidden_layers"].is_number_integer() && r.j["mtp_num_hidden_layers"] == 0);
   c.mtp_layers = no_mtp ? 0 : r.get_int("mtp_num_hidden_layers");
+  if (c.mtp_layers > 16) r.bad("mtp_num_hidden_layers", fmt::format("= {} is more than 16", c.mtp_layers));
   if (!is_moe(c)) return;
   c.n_experts = r.get_int("num_experts");
   c.top_k = r.get_int("num_experts_per_tok");
