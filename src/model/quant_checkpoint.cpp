@@ -59,8 +59,11 @@ bool is_dense(const TensorStore& s, const std::string& base) {
 
 void parse_block(const ConfigReader& r, const char* k, QuantConfig& q) {
   std::vector<double> b = r.get_nums(k);
-  if (b.size() != 2 || b[0] < 1 || b[1] < 1 || b[0] != int64_t(b[0]) || b[1] != int64_t(b[1]))
-    r.bad(k, "must be two positive integers [rows, cols]");
+  // NOTE: the range is checked before the conversion to an integer (1e308 would not convert).
+  constexpr double kMax = double(int64_t(1) << 30);
+  if (b.size() != 2 || !(b[0] >= 1 && b[0] <= kMax) || !(b[1] >= 1 && b[1] <= kMax) || b[0] != int64_t(b[0]) ||
+      b[1] != int64_t(b[1]))
+    r.bad(k, "must be two positive integers [rows, cols] up to 2^30");
   q.block_rows = int64_t(b[0]);
   q.block_cols = int64_t(b[1]);
 }

@@ -158,6 +158,12 @@ TEST(QuantCheckpoint, RefusedMethodsAndFields) {
   EXPECT_NE(cfg_err(R"({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {}})").find("'quantization_config.format' 'pack-quantized'"),
             std::string::npos);
   EXPECT_NE(cfg_err(ct_json("group")).find("strategy' 'group' is not supported"), std::string::npos);
+  // Found by the model_config fuzzer: a block size past int64's range was converted before the check.
+  for (const char* bad : {"[1e308, 128]", "[128, -1e308]", "[1073741825, 128]", "[128.5, 128]"})
+    EXPECT_NE(cfg_err(std::string(R"({"quant_method": "fp8", "weight_block_size": )") + bad + "}")
+                  .find("'quantization_config.weight_block_size' must be two positive integers"),
+              std::string::npos)
+        << bad;
 }
 
 TEST(QuantCheckpoint, RefusedLayouts) {
