@@ -138,6 +138,8 @@ ModelConfig parse_model_config(const std::string& text, const std::string& src) 
   // Multimodal wrappers nest the language model's fields under text_config. Fields the file
   // omits take the config class's defaults (Family::defaults).
   const bool nested = top.has("text_config");
+  // NOTE: checked before the family defaults are merged in (json::operator[] on a non-object throws).
+  if (nested && !j["text_config"].is_object()) fail("{}: field 'text_config' must be an object", src);
   json body = nested ? j["text_config"] : j;
   if (c.family->defaults) {
     const json d = json::parse(c.family->defaults(c.architecture));

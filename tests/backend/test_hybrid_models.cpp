@@ -253,6 +253,11 @@ TEST(HybridConfig, BadConfigsNameTheField) {
   c["text_config"]["mtp_num_hidden_layers"] = 100000;
   e = config_error(c);
   EXPECT_NE(e.find("'text_config.mtp_num_hidden_layers' = 100000 is more than 16"), std::string::npos) << e;
+  // Found by the model_config fuzzer: a text_config that is not an object met the family defaults.
+  c = config_for("Qwen3_5ForConditionalGeneration");
+  c["text_config"] = json::array({1, 2});
+  e = config_error(c);
+  EXPECT_NE(e.find("x/config.json: field 'text_config' must be an object"), std::string::npos) << e;
   c = config_for("Qwen3_5MoeForConditionalGeneration");
   c["text_config"].erase("shared_expert_intermediate_size");
   e = config_error(c);
