@@ -259,13 +259,14 @@ void run_prefix_ttft(const BenchCmd& c) {
            {"same_first_token", first == cold_first},
            {"repeats", c.repeats}};
   if (c.json_out) std::printf("%s\n", out.dump().c_str());
-  std::printf("bench prefix-ttft | %s | backend %s | kv %s | prompt %d tokens, chunk %d\n", c.model_dir.c_str(),
+  FILE* tout = c.json_out ? stderr : stdout;  // --json: the JSON alone on stdout
+  std::fprintf(tout, "bench prefix-ttft | %s | backend %s | kv %s | prompt %d tokens, chunk %d\n", c.model_dir.c_str(),
               eng->backend().name().c_str(), c.kv_dtype.c_str(), n, c.chunk);
-  std::printf("%-8s %14s %16s %12s\n", "run", "cached tokens", "computed tokens", "TTFT");
-  std::printf("%-8s %14d %16d %10.3f s\n", "cold", 0, n, cold);
-  std::printf("%-8s %14lld %16lld %10.3f s\n", "cached", (long long)cached_tokens, (long long)(n - cached_tokens),
+  std::fprintf(tout, "%-8s %14s %16s %12s\n", "run", "cached tokens", "computed tokens", "TTFT");
+  std::fprintf(tout, "%-8s %14d %16d %10.3f s\n", "cold", 0, n, cold);
+  std::fprintf(tout, "%-8s %14lld %16lld %10.3f s\n", "cached", (long long)cached_tokens, (long long)(n - cached_tokens),
               warm_s);
-  std::printf("speedup %.1fx | last-token logits: max |cached - cold| = %.3g (max |logit| %.3g), first token %s\n",
+  std::fprintf(tout, "speedup %.1fx | last-token logits: max |cached - cold| = %.3g (max |logit| %.3g), first token %s\n",
               cold / warm_s, max_diff, max_ref, first == cold_first ? "equal" : "differs");
 }
 
@@ -452,31 +453,33 @@ void run_model(const BenchCmd& c) {
   }
 #endif
   if (c.json_out) std::printf("%s\n", out.dump().c_str());
-  std::printf("bench | %s | backend %s | kv %s | batch %d\n", c.model_dir.c_str(), eng->backend().name().c_str(),
+  // With --json, stdout holds the JSON alone; the table goes to stderr (as kv-plan does).
+  FILE* tout = c.json_out ? stderr : stdout;
+  std::fprintf(tout, "bench | %s | backend %s | kv %s | batch %d\n", c.model_dir.c_str(), eng->backend().name().c_str(),
               c.kv_dtype.c_str(), c.batch);
-  std::printf("%s%s\n", eng->capacity_line().c_str(),
+  std::fprintf(tout, "%s%s\n", eng->capacity_line().c_str(),
               c.fill_from > 0 ? fmt::format(" | depth filled from {} prefilled tokens", c.fill_from).c_str() : "");
-  std::printf("%-10s %10s %12s %14s %14s %10s\n", "phase", "tokens", "ctx", "median", "tokens/s", "vs limit");
+  std::fprintf(tout, "%-10s %10s %12s %14s %14s %10s\n", "phase", "tokens", "ctx", "median", "tokens/s", "vs limit");
   if (c.prompt > 0)
-    std::printf("%-10s %10d %12d %12.1f ms %14.1f %10s\n", "prefill", c.prompt, c.prompt, prefill_s * 1e3, prefill_tps,
+    std::fprintf(tout, "%-10s %10d %12d %12.1f ms %14.1f %10s\n", "prefill", c.prompt, c.prompt, prefill_s * 1e3, prefill_tps,
                 "-");
   if (c.gen > 0) {
     char lim[48] = "-";
     if (limit_ms > 0) std::snprintf(lim, sizeof lim, "%.2fx", step_ms / limit_ms);
-    std::printf("%-10s %10d %12d %9.3f ms/step %14.1f %10s\n", "decode", c.gen * c.batch, std::max(depth, 1) + c.gen / 2,
+    std::fprintf(tout, "%-10s %10d %12d %9.3f ms/step %14.1f %10s\n", "decode", c.gen * c.batch, std::max(depth, 1) + c.gen / 2,
                 step_ms, decode_tps, lim);
     if (limit_ms > 0)
-      std::printf("limit: %.2f GB per step (weights + KV) / %.0f GB/s copy bandwidth = %.3f ms/step\n", step_bytes / 1e9,
+      std::fprintf(tout, "limit: %.2f GB per step (weights + KV) / %.0f GB/s copy bandwidth = %.3f ms/step\n", step_bytes / 1e9,
                   bw / 1e9, limit_ms);
   }
   if (c.once)
-    std::printf("wall: prefill %.1f s + decode %.1f s (%d steps) = %.1f s\n", prefill_s, decode_wall_s,
+    std::fprintf(tout, "wall: prefill %.1f s + decode %.1f s (%d steps) = %.1f s\n", prefill_s, decode_wall_s,
                 c.gen > 0 ? c.gen + 2 : 0, prefill_s + decode_wall_s);
   if (device_total_gib > 0)
-    std::printf("peak memory: host RSS %.2f GiB, device in use %.2f GiB of %.2f GiB\n", host_peak_gib, device_used_gib,
+    std::fprintf(tout, "peak memory: host RSS %.2f GiB, device in use %.2f GiB of %.2f GiB\n", host_peak_gib, device_used_gib,
                 device_total_gib);
   else
-    std::printf("peak memory: host RSS %.2f GiB\n", host_peak_gib);
+    std::fprintf(tout, "peak memory: host RSS %.2f GiB\n", host_peak_gib);
 }
 
 RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or decode attention alone (--attention)",

@@ -35,9 +35,9 @@ nlohmann::json run_json(const std::string& args) {
     ADD_FAILURE() << "ninfer " << args << " exited " << rc << ": " << out;
     return nlohmann::json::parse("", nullptr, false);
   }
+  // --json: stdout is one JSON document and nothing else (tables go to stderr).
   nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
-  if (j.is_discarded()) j = nlohmann::json::parse(out.substr(0, out.find('\n')), nullptr, false);
-  if (j.is_discarded()) ADD_FAILURE() << "ninfer " << args << " printed no JSON: " << out;
+  if (j.is_discarded()) ADD_FAILURE() << "ninfer " << args << " printed more or other than one JSON document: " << out;
   return j;
 }
 
