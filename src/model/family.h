@@ -97,6 +97,9 @@ std::string supported_architectures();  // "A, B, ..." for errors
 // The per-layer window from `sliding_window` and `layer_types` (or a pattern), and the
 // standard pre-norm MLP fields.
 void parse_layer_windows(const ConfigReader& r, ModelConfig& c, bool use_window, bool read_layer_types = true);
+// Qwen-style MoE placement: layer l is sparse unless listed in `mlp_only_layers` or
+// (l + 1) % decoder_sparse_step != 0 (Qwen3-MoE, Qwen3-Next).
+void parse_sparse_layers(const ConfigReader& r, ModelConfig& c);
 // The standard attention/MLP tensors of a Llama-style layer.
 void bind_llama_attention(const ModelConfig& c, WeightBinder& b, const std::string& p, LayerWeights& w);
 void bind_llama_mlp(const ModelConfig& c, WeightBinder& b, const std::string& p, const std::string& mlp,

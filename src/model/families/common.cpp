@@ -1,5 +1,8 @@
 // Pieces shared by the family files: sliding-window layouts, the Llama-style tensor names
 // and the pre-norm attention half of a layer.
+#include <algorithm>
+#include <vector>
+
 #include "core/error.h"
 #include "model/config_reader.h"
 #include "model/family.h"
@@ -25,6 +28,21 @@ void parse_layer_windows(const ConfigReader& r, ModelConfig& c, bool use_window,
     return;
   }
   for (LayerSpec& l : c.layers) l.window = sw;
+}
+
+void parse_sparse_layers(const ConfigReader& r, ModelConfig& c) {
+  const int step = r.get_int_or("decoder_sparse_step", 1);
+  std::vector<int> dense;
+  if (r.has("mlp_only_layers")) {
+    if (!r.j["mlp_only_layers"].is_array()) r.bad("mlp_only_layers", "must be a list of layer indices");
+    for (const auto& e : r.j["mlp_only_layers"]) {
+      if (!e.is_number_integer() || e.get<int>() < 0 || e.get<int>() >= c.n_layers)
+        r.bad("mlp_only_layers", fmt::format("holds {}, not a layer index below {}", e.dump(), c.n_layers));
+      dense.push_back(e.get<int>());
+    }
+  }
+  for (int l = 0; l < c.n_layers; ++l)
+    c.layers[size_t(l)].moe = std::find(dense.begin(), dense.end(), l) == dense.end() && (l + 1) % step == 0;
 }
 
 void bind_llama_attention(const ModelConfig& c, WeightBinder& b, const std::string& p, LayerWeights& w) {

@@ -32,18 +32,7 @@ void parse(const ConfigReader& r, ModelConfig& c) {
     c.qkv_bias = c.o_bias = r.get_bool_or("attention_bias", false);
     const bool use = r.get_bool_or("use_sliding_window", false);
     parse_layer_windows(r, c, use);
-    const int step = r.get_int_or("decoder_sparse_step", 1);
-    std::vector<int> dense;
-    if (r.has("mlp_only_layers")) {
-      if (!r.j["mlp_only_layers"].is_array()) r.bad("mlp_only_layers", "must be a list of layer indices");
-      for (const auto& e : r.j["mlp_only_layers"]) {
-        if (!e.is_number_integer() || e.get<int>() < 0 || e.get<int>() >= c.n_layers)
-          r.bad("mlp_only_layers", fmt::format("holds {}, not a layer index below {}", e.dump(), c.n_layers));
-        dense.push_back(e.get<int>());
-      }
-    }
-    for (int l = 0; l < c.n_layers; ++l)
-      c.layers[size_t(l)].moe = std::find(dense.begin(), dense.end(), l) == dense.end() && (l + 1) % step == 0;
+    parse_sparse_layers(r, c);
   }
   if (c.top_k > c.n_experts)
     r.bad("num_experts_per_tok", fmt::format("= {} exceeds the {} experts", c.top_k, c.n_experts));

@@ -110,18 +110,7 @@ void parse(const ConfigReader& r, ModelConfig& c) {
     return;
   }
   c.norm_topk = r.get_bool_or("norm_topk_prob", true);
-  const int step = r.get_int_or("decoder_sparse_step", 1);
-  std::vector<int> dense;
-  if (r.has("mlp_only_layers")) {
-    if (!r.j["mlp_only_layers"].is_array()) r.bad("mlp_only_layers", "must be a list of layer indices");
-    for (const auto& e : r.j["mlp_only_layers"]) {
-      if (!e.is_number_integer() || e.get<int>() < 0 || e.get<int>() >= c.n_layers)
-        r.bad("mlp_only_layers", fmt::format("holds {}, not a layer index below {}", e.dump(), c.n_layers));
-      dense.push_back(e.get<int>());
-    }
-  }
-  for (int l = 0; l < c.n_layers; ++l)
-    c.layers[size_t(l)].moe = std::find(dense.begin(), dense.end(), l) == dense.end() && (l + 1) % step == 0;
+  parse_sparse_layers(r, c);
 }
 
 void bind_deltanet(const ModelConfig& c, WeightBinder& b, const std::string& p, LayerWeights& w) {
