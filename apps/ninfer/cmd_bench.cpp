@@ -180,7 +180,8 @@ void run_attention(const BenchCmd& c) {
 // The share of the weights a decode step of `batch` sequences reads: all of a dense model's; of a
 // mixture of experts, the experts that batch's tokens choose (uniform routing: each of n experts
 // is chosen by at least one of B tokens with probability 1 - (1 - k/n)^B).
-double read_weight_fraction(const ModelConfig& c, int batch) {
+// ([[maybe_unused]]: only the CUDA build prints the limit.)
+[[maybe_unused]] double read_weight_fraction(const ModelConfig& c, int batch) {
   if (c.n_experts == 0) return 1.0;
   const double n = c.n_experts, k = c.top_k;
   const double chosen = n * (1.0 - std::pow(1.0 - k / n, double(batch)));
