@@ -65,6 +65,7 @@ CapacityPlan plan_capacity(const CapacityInputs& in) {
            format_bytes(size_t(min_pages) * in.page_bytes));
   }
   p.tokens = p.pages * kPageSize;
+  p.max_context = in.max_context;
   p.kv_bytes = size_t(p.pages) * in.page_bytes;
   p.runtime_bytes = in.weights + in.workspace + state + p.kv_bytes;
   p.free_bytes = in.memory > p.runtime_bytes ? in.memory - p.runtime_bytes : 0;
@@ -86,9 +87,16 @@ std::string format_bytes(size_t b) {
 std::string capacity_line(const CapacityPlan& p, const KvFormat& f) {
   const std::string state =
       p.state_slots > 0 ? fmt::format(" | state {} x {}", p.state_slots, format_bytes(p.state_slot_bytes)) : "";
-  return fmt::format("capacity | KV {} tokens, {}, {} | pages {}/{}{} | runtime {} | free {}",
+  std::string fits;
+  if (p.max_context > 0) {
+    // Pages are whole: a sequence of max_context tokens takes pages_for_tokens(max_context) of them.
+    const int64_t n = p.pages / pages_for_tokens(p.max_context);
+    fits = fmt::format(" | max-context {} fits {} sequence{}", with_commas(p.max_context), with_commas(n),
+                       n == 1 ? "" : "s");
+  }
+  return fmt::format("capacity | KV {} tokens, {}, {} | pages {}/{}{}{} | runtime {} | free {}",
                      with_commas(p.tokens), f.name, p.automatic ? "auto" : "explicit",
-                     with_commas(p.pages), with_commas(p.pages_fit), state, format_bytes(p.runtime_bytes),
+                     with_commas(p.pages), with_commas(p.pages_fit), fits, state, format_bytes(p.runtime_bytes),
                      format_bytes(p.free_bytes));
 }
 

@@ -57,6 +57,7 @@ struct CapacityPlan {
   size_t free_bytes = 0;     // memory - runtime (headroom included)
   size_t headroom = 0;
   bool automatic = false;
+  int64_t max_context = 0;   // tokens one sequence may hold (CapacityInputs'); 0: not stated
 };
 
 size_t capacity_headroom(size_t memory);

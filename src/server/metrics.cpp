@@ -41,6 +41,7 @@ HttpMetrics::HttpMetrics()
     : e2e_({0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 60, 120, 300, 600, 1200, 2400}),
       queue_({0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 60, 120, 300, 600}),
       ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 640}),
+      prefill_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 640}),
       itl_({0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2.5, 5}) {}
 
 void HttpMetrics::record(const std::string& route, int status) {
@@ -53,6 +54,7 @@ void HttpMetrics::record_request(const RequestTiming& t) {
   if (t.e2e >= 0) e2e_.observe(t.e2e);
   if (t.queue >= 0) queue_.observe(t.queue);
   if (t.first_token >= 0) ttft_.observe(t.first_token);
+  if (t.prefill >= 0) prefill_.observe(t.prefill);
   for (double g : t.token_gaps) itl_.observe(g);
 }
 
@@ -74,6 +76,8 @@ std::string HttpMetrics::render() const {
                  "Scheduler submission to first admission (KV pages and a slot), successful requests."},
            Named{ttft_, "ninfer_time_to_first_token_seconds", "vllm:time_to_first_token_seconds",
                  "Request received to the first sampled token, successful requests."},
+           Named{prefill_, "ninfer_request_prefill_time_seconds", "vllm:request_prefill_time_seconds",
+                 "Admission to the first sampled token (the prompt's prefill), successful requests."},
            Named{itl_, "ninfer_inter_token_latency_seconds", "vllm:inter_token_latency_seconds",
                  "Time between consecutive sampled tokens of a sequence, successful requests."}}) {
     out += n.h.render(n.ours, n.help);

@@ -34,6 +34,7 @@ struct RequestTiming {
   double e2e = -1;          // request received to last byte
   double queue = -1;        // scheduler submission to first admission (first choice)
   double first_token = -1;  // request received to the first sampled token
+  double prefill = -1;      // admission to the first sampled token (the prompt's prefill), that choice's
   std::vector<double> token_gaps;  // between consecutive sampled tokens, every choice
 };
 
@@ -48,7 +49,7 @@ class HttpMetrics {
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> responses_;
-  Histogram e2e_, queue_, ttft_, itl_;
+  Histogram e2e_, queue_, ttft_, prefill_, itl_;
 };
 
 std::string render_metrics(const SchedulerStats& s, const SchedulerOptions& so, const HttpMetrics& http);

@@ -253,14 +253,18 @@ struct Job {
   }
   // Each prompt is counted once, as in prompt_tokens(): by its first choice, the one that
   // met the cache as it stood when the request arrived (the others share its pages).
-  // For the histograms: queue time and first token of the first choice to get there.
+  // For the histograms: queue time, and first token and prefill time of the first choice to get there.
   RequestTiming timing(double e2e) const {
     RequestTiming t;
     t.e2e = e2e;
     for (const ChoiceRun& r : runs) {
       if (r.queue >= 0 && (t.queue < 0 || r.queue < t.queue)) t.queue = r.queue;
-      if (r.first_token >= 0 && (t.first_token < 0 || r.submitted + r.first_token < t.first_token))
+      if (r.first_token >= 0 && (t.first_token < 0 || r.submitted + r.first_token < t.first_token)) {
         t.first_token = r.submitted + r.first_token;
+        // That choice's prefill: admission to its first token (a preempted choice's recompute
+        // included, as vLLM's request_prefill_time counts from its first scheduling).
+        t.prefill = r.queue >= 0 ? std::max(0.0, r.first_token - r.queue) : -1;
+      }
       t.token_gaps.insert(t.token_gaps.end(), r.token_gaps.begin(), r.token_gaps.end());
     }
     return t;

@@ -113,6 +113,19 @@ TEST(Capacity, LineAndParsing) {
   p.automatic = true;
   EXPECT_EQ(capacity_line(p, find_kv_format("bf16")),
             "capacity | KV 181,568 tokens, bf16, auto | pages 2,837/4,096 | runtime 7.31 GiB | free 2.30 GiB");
+  // The max-context statement: whole sequences of ceil(32,768 / 64) = 512 pages in 2,837 pages: 5;
+  // one token more takes a 513th page per sequence, still 5; 1M tokens = 16,384 pages: none fits
+  // (plan_capacity would have thrown; the line still says so rather than rounding up).
+  p.max_context = 32768;
+  EXPECT_EQ(capacity_line(p, find_kv_format("bf16")),
+            "capacity | KV 181,568 tokens, bf16, auto | pages 2,837/4,096 | max-context 32,768 fits 5 sequences | "
+            "runtime 7.31 GiB | free 2.30 GiB");
+  p.max_context = 181568;
+  EXPECT_NE(capacity_line(p, find_kv_format("bf16")).find("| max-context 181,568 fits 1 sequence |"),
+            std::string::npos);
+  p.max_context = 181569;
+  EXPECT_NE(capacity_line(p, find_kv_format("bf16")).find("| max-context 181,569 fits 0 sequences |"),
+            std::string::npos);
   EXPECT_EQ(parse_bytes("24GiB", "--memory"), 24 * GiB);
   EXPECT_EQ(parse_bytes("1.5G", "--memory"), size_t(1.5 * double(GiB)));
   EXPECT_EQ(parse_bytes("80GB", "--memory"), size_t(80e9));

@@ -334,7 +334,10 @@ TEST_F(Serve, MetricsArePrometheusText) {
 TEST_F(Serve, TimingHistogramsCountEachRequestUnderBothNames) {
   auto count = [&](const std::string& name) { return client().metric(name + "_count"); };
   const double e2e0 = count("ninfer_e2e_request_latency_seconds"), q0 = count("ninfer_request_queue_time_seconds"),
-               t0 = count("ninfer_time_to_first_token_seconds"), i0 = count("ninfer_inter_token_latency_seconds");
+               t0 = count("ninfer_time_to_first_token_seconds"), i0 = count("ninfer_inter_token_latency_seconds"),
+               p0 = count("ninfer_request_prefill_time_seconds");
+  const double p_sum0 = client().metric("ninfer_request_prefill_time_seconds_sum"),
+               t_sum0 = client().metric("ninfer_time_to_first_token_seconds_sum");
   json body = chat_body("Count the gaps", 9, true);
   body["ignore_eos"] = true;
   StreamReply s = client().post_stream("/v1/chat/completions", body);
@@ -344,9 +347,14 @@ TEST_F(Serve, TimingHistogramsCountEachRequestUnderBothNames) {
   EXPECT_EQ(count("ninfer_request_queue_time_seconds"), q0 + 1);
   EXPECT_EQ(count("ninfer_time_to_first_token_seconds"), t0 + 1);
   EXPECT_EQ(count("ninfer_inter_token_latency_seconds"), i0 + 8) << "9 tokens, 8 gaps";
+  EXPECT_EQ(count("ninfer_request_prefill_time_seconds"), p0 + 1);
+  // The prefill is part of the time to first token (which adds the queue and the HTTP parse).
+  const double prefill = client().metric("ninfer_request_prefill_time_seconds_sum") - p_sum0;
+  EXPECT_GT(prefill, 0.0);
+  EXPECT_LE(prefill, client().metric("ninfer_time_to_first_token_seconds_sum") - t_sum0);
   Reply m = client().get("/metrics");
   for (const char* pair : {"e2e_request_latency_seconds", "request_queue_time_seconds", "time_to_first_token_seconds",
-                           "inter_token_latency_seconds"}) {
+                           "request_prefill_time_seconds", "inter_token_latency_seconds"}) {
     SCOPED_TRACE(pair);
     const std::string ours = std::string("ninfer_") + pair, vllm = std::string("vllm:") + pair;
     EXPECT_NE(m.body.find("# TYPE " + ours + " histogram"), std::string::npos);
