@@ -8,8 +8,8 @@
 // kernel of attention.cu orders them) of one chunk and kv head, and one KV split (a range of
 // key tiles). Its 384 threads are three warpgroups:
 //  - warpgroup 0, the producer: fills a ring of STAGES shared K/V tiles of BN keys (BN = 128,
-//    two pages; 64 at head_dim 256) from bf16 pages, as stored, by the bulk tensor copy engine
-//    (one 3-d tensor map per pool: [blocks][64 slots][D], boxes of 64 slots x 64 columns,
+//    two pages; 64 at head_dim 256; STAGES: PfCfg) from bf16 pages, as stored, by the bulk
+//    tensor copy engine (one 3-d tensor map per pool: [blocks][64 slots][D], boxes of 64 slots x 64 columns,
 //    128-byte swizzle) completing on the stage's `full` mbarrier. Pages of the other formats
 //    are first expanded once per layer into a bf16 scratch pool by prefill_expand_kernel
 //    (PagedAttention::run; the codecs' own device functions, kv_codecs.cuh expand_block8,
@@ -52,11 +52,13 @@ namespace {
 
 constexpr int kThreadsPf = 384;
 
-template <int D>
+// ST: stages of the K/V ring. 4 at head_dim 64; at 128 two, or three (225 KiB of the 227
+// available: NINFER_CUDA_PREFILL_DEEP=1); at 256 two (three would not fit).
+template <int D, int ST>
 struct PfCfg {
   static constexpr int BN = D == 256 ? 64 : 128;   // keys per tile
   static constexpr int PPT = BN / 64;              // pages per tile
-  static constexpr int STAGES = D == 64 ? 4 : 2;
+  static constexpr int STAGES = ST;
   static constexpr int SUB = D / 64;               // 64-column (128-byte) blocks of a row
   static constexpr int QBLK = 128 * 128;           // one block of Q: 128 rows x 128 B
   static constexpr int KVBLK = BN * 128;           // one block of a K or V tile
@@ -66,6 +68,7 @@ struct PfCfg {
   static constexpr int oBar = oStage + STAGES * kStage;
   static constexpr int kBytes = oBar + 2 * STAGES * 8 + 1024;  // + slack to align the base to 1024
   static constexpr int kTxBytes = 2 * BN * D * 2;  // bytes the copy engine writes per stage
+  static_assert(kBytes <= 227 * 1024, "shared memory of the K/V ring");
 };
 
 // Registers per thread after setmaxnreg: the consumers hold O (D / 2), S (BN / 2) and P
@@ -264,12 +267,12 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
   else sm90::wgmma_rs_n256(d, a, db);
 }
 
-template <int D>
+template <int D, int ST>
 __global__ void __launch_bounds__(kThreadsPf, 1)
     prefill_sm90_kernel(const __grid_constant__ PrefillSm90Params p, const __grid_constant__ CUtensorMap tm_k,
                         const __grid_constant__ CUtensorMap tm_v) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = PfCfg<D>;
+  using C = PfCfg<D, ST>;
   constexpr int BN = C::BN, PPT = C::PPT, STAGES = C::STAGES;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* sm = smem_raw + ((1024 - (sm90::smem_u32(smem_raw) & 1023u)) & 1023u);
@@ -525,9 +528,27 @@ __global__ void __launch_bounds__(kThreadsPf, 1)
     // Overlapped (FlashAttention-3's intra-warpgroup pipelining): S of tile it is issued with
     // P V of tile it - 1, and the softmax of tile it runs while that P V is in flight; O is
     // rescaled once the P V has landed. pa stays live (reg_fence_u) until its MMA is done.
+    // pipe 2 adds FlashAttention-3's ping-pong between the two consumer warpgroups: each issue
+    // phase (the MMAs of one step) waits for the other warpgroup's last phase to be issued
+    // (named barrier 3 + cw: bar.sync by this warpgroup, bar.arrive by the other), so one
+    // warpgroup's softmax runs while the other's MMAs occupy the tensor cores. Both walk the
+    // same n_it tiles, so both have n_it + 1 phases; warpgroup 1 opens warpgroup 0's first
+    // phase and does not pass on after its last, leaving no arrival unconsumed.
+    const bool pp = p.pipe == 2;
+    int phase = 0;
+    auto turn_begin = [&] {
+      if (pp) sm90::named_barrier(3 + cw, 256);
+    };
+    auto turn_end = [&] {
+      if (pp && !(cw == 1 && phase == n_it)) sm90::named_barrier_arrive(3 + (1 - cw), 256);
+      ++phase;
+    };
+    if (pp && cw == 1) sm90::named_barrier_arrive(3, 256);
     wait_full(0);
+    turn_begin();
     sm90::wg_fence();
     issue_s(0);
+    turn_end();
     sm90::wg_wait<0>();
     sm90::reg_fence(s);
     {
@@ -538,9 +559,11 @@ __global__ void __launch_bounds__(kThreadsPf, 1)
 #pragma unroll 1
     for (int it = 1; it < n_it; ++it) {
       wait_full(it);
+      turn_begin();
       sm90::wg_fence();
       issue_s(it);
       issue_pv(it - 1);
+      turn_end();
       sm90::wg_wait<1>();
       sm90::reg_fence(s);
       float alA, alB;
@@ -552,8 +575,10 @@ __global__ void __launch_bounds__(kThreadsPf, 1)
       rescale_o(alA, alB);
       pack_p();
     }
+    turn_begin();
     sm90::wg_fence();
     issue_pv(n_it - 1);
+    turn_end();
     sm90::wg_wait<0>();
     sm90::reg_fence(o);
     sm90::reg_fence_u(pa);
@@ -657,30 +682,51 @@ CUtensorMap pool_map(const uint8_t* pool, int D, int n_blocks) {
   return m;
 }
 
+// The ring depth of the head_dim-D kernel: 4 at 64, 2 at 256; at 128 two, or three with
+// NINFER_CUDA_PREFILL_DEEP=1.
 template <int D>
+constexpr int default_stages() {
+  return D == 64 ? 4 : 2;
+}
+bool deep_ring() {
+  static const bool v = env_switch("NINFER_CUDA_PREFILL_DEEP", false);
+  return v;
+}
+
+template <int D, int ST>
 void configure() {
   static bool done = false;  // NOTE: per instantiation; the attribute is per function
   if (!done) {
-    NINFER_CUDA_CHECK(
-        cudaFuncSetAttribute(prefill_sm90_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, PfCfg<D>::kBytes));
+    NINFER_CUDA_CHECK(cudaFuncSetAttribute(prefill_sm90_kernel<D, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           PfCfg<D, ST>::kBytes));
     done = true;
   }
 }
 
-template <int D>
-void launch_d(const PrefillSm90Params& p, cudaStream_t s) {
-  configure<D>();
+template <int D, int ST>
+void launch_ds(const PrefillSm90Params& p, cudaStream_t s) {
+  configure<D, ST>();
   const CUtensorMap mk = pool_map(p.k_pool, D, p.n_pool_blocks), mv = pool_map(p.v_pool, D, p.n_pool_blocks);
   const dim3 grid(unsigned(p.n_work), unsigned(p.n_kv_heads), unsigned(p.n_splits));
-  prefill_sm90_kernel<D><<<grid, kThreadsPf, PfCfg<D>::kBytes, s>>>(p, mk, mv);
+  prefill_sm90_kernel<D, ST><<<grid, kThreadsPf, PfCfg<D, ST>::kBytes, s>>>(p, mk, mv);
   NINFER_CUDA_LAUNCH_CHECK();
 }
 
 template <int D>
+void launch_d(const PrefillSm90Params& p, cudaStream_t s) {
+  if constexpr (D == 128) {
+    if (deep_ring()) return launch_ds<D, 3>(p, s);
+  }
+  launch_ds<D, default_stages<D>()>(p, s);
+}
+
+template <int D>
 int occupancy() {
-  configure<D>();
+  constexpr int ST = default_stages<D>();
+  configure<D, ST>();
   int n = 0;
-  NINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prefill_sm90_kernel<D>, kThreadsPf, PfCfg<D>::kBytes));
+  NINFER_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prefill_sm90_kernel<D, ST>, kThreadsPf, PfCfg<D, ST>::kBytes));
   return n;
 }
 
@@ -712,11 +758,13 @@ int prefill_sm90_ctas_per_sm(int head_dim) {
 
 void launch_prefill_sm90(const PrefillSm90Params& params, cudaStream_t s) {
   // NINFER_CUDA_PREFILL_PIPE=1: the overlapped consumer schedule; the default is the
-  // one-tile-at-a-time schedule.
+  // one-tile-at-a-time schedule. NINFER_CUDA_PREFILL_PINGPONG=1 (with PIPE=1): the two consumer
+  // warpgroups take turns issuing their MMAs.
   static const bool pipe = env_switch("NINFER_CUDA_PREFILL_PIPE", false);
+  static const bool pingpong = env_switch("NINFER_CUDA_PREFILL_PINGPONG", false);
   if (params.kind != CacheKind::Bf16) throw std::runtime_error("launch_prefill_sm90: bf16 pages only (expand others first)");
   PrefillSm90Params p = params;
-  p.pipe = pipe ? 1 : 0;
+  p.pipe = pipe ? (pingpong ? 2 : 1) : 0;
   switch (p.head_dim) {
     case 64: launch_d<64>(p, s); break;
     case 128: launch_d<128>(p, s); break;

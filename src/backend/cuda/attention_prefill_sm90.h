@@ -38,7 +38,8 @@ struct PrefillSm90Params {
   int k_cb = 0, v_cb = 0, k_blk = 0, v_blk = 0;  // code bytes of a row, bytes of a block, per side
   const uint32_t* e8p_abs;     // [256] rk2v4-e8's E8P abs table (kv_codecs.cuh)
   int n_pool_blocks = 0;       // (largest page id + 1) * n_kv_heads: the bf16 tensor maps' extent
-  int pipe = 0;                // consumer schedule: 1 S of a tile overlapped with P V of the last; 0 one at a time
+  int pipe = 0;                // consumer schedule: 0 one tile at a time; 1 S of a tile overlapped with P V of
+                               // the last; 2 as 1, the two consumer warpgroups taking turns to issue (ping-pong)
   // Segments (PagedAttention's expansion of compressed pages into a bounded bf16 scratch pool,
   // a range of key tiles at a time): this launch walks only key tiles [kt_seg_lo, kt_seg_hi)
   // (tiles of 128 keys, 64 at head_dim 256); seg_acc: fold partial slot 0 (O, m, l of the
