@@ -16,7 +16,7 @@ for d in "$dir"/*/; do
     toks=$(echo "$out" | awk '$1 == "rk2v4-e8" {print $3}')
     # a head_dim the format cannot code: kv-plan says why instead of a count
     hd=$(echo "$out" | grep -o 'head_dim [0-9]* is not a multiple of [0-9]*')
-    [ -n "$hd" ] && toks="- ($hd; f32 and bf16 only, on the CPU)"
+    [ -n "$hd" ] && toks="- ($hd; f32 and bf16 only, bf16 on the GPU in 128-wide pages)"
     echo "| $name | $arch | loads | $toks |"
   else
     msg=$(echo "$out" | grep -m1 error: | sed -e 's/^error: //' -e "s|$d||; s|[^ ]*real-configs/[^/]*/||g" -e 's/ (supported:.*//' -e 's/^: //' -e 's/|/\\|/g' | cut -c1-160)

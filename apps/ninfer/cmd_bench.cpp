@@ -440,7 +440,8 @@ void run_model(const BenchCmd& c) {
 #ifdef NINFER_HAVE_CUDA
   if (eng->backend().name() == "cuda" && c.gen > 0) {
     bw = cuda_copy_bandwidth();
-    const double kv_tok = double(kv_bytes_per_token(cfg, eng->kv_format()));
+    // NOTE: the bytes the GPU's pool holds per token (head_dim 96 stored as 128: kv/capacity.h).
+    const double kv_tok = double(eng->backend().page_bytes(eng->kv_format())) / kPageSize;
     const double ctx_mean = std::max(depth, 1) + c.gen / 2.0;
     step_bytes = double(eng->backend().memory().weights) * read_weight_fraction(cfg, c.batch) + c.batch * ctx_mean * kv_tok;
     // NOTE: a decode step only reads; the copy bandwidth counts reads + writes, so the read

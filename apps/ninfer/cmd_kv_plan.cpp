@@ -1,7 +1,8 @@
 // `ninfer kv-plan`: how many tokens of KV fit for a model and a memory size, per format,
 // from config.json alone (no weights loaded). Uses the engine's capacity arithmetic
 // (kv/capacity.h) with weights as bf16 on the device, projections as the checkpoint's
-// quantised format or --weights' (their real bytes: codes, scales, zero points).
+// quantised format or --weights' (their real bytes: codes, scales, zero points), and KV rows as
+// wide as the GPU stores them (cuda_kv_head_dim: head_dim 96 in 128-wide rows).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -64,6 +65,12 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
                    "sequence (conv %d x %d + delta rule %d x %d x %d, fp32), counted once below\n",
                    cfg.n_attention_layers(), cfg.n_deltanet_layers(), format_bytes(state).c_str(), cfg.dn.conv - 1,
                    cfg.dn.conv_dim(), cfg.dn.nv, cfg.dn.dk, cfg.dn.dv);
+    // NOTE: the rows the GPU's pools hold; a head_dim the GPU cannot run is planned at its own width.
+    const int gpu_dim = cuda_kv_head_dim(cfg.head_dim);
+    const int row_dim = gpu_dim > 0 ? gpu_dim : cfg.head_dim;
+    if (row_dim != cfg.head_dim)
+      std::fprintf(out, "head_dim %d is stored zero-padded to %d on the GPU (%.0f%% more KV bytes): the bytes below are "
+                   "the GPU's\n", cfg.head_dim, row_dim, 100.0 * (row_dim - cfg.head_dim) / cfg.head_dim);
     nlohmann::json arr = nlohmann::json::array();
     std::fprintf(out, "%-12s %14s %14s %12s %10s\n", "format", "bytes/token", "tokens", "pages", "vs bf16");
     int64_t bf16_tokens = 0;
@@ -76,7 +83,7 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
         arr.push_back(row);
         continue;
       }
-      const size_t per_token = kv_bytes_per_token(cfg, *f);
+      const size_t per_token = kv_bytes_per_token(cfg, *f, row_dim);
       const size_t used = weights + workspace + headroom + state;
       const int64_t pages = memory > used ? int64_t((memory - used) / (per_token * kPageSize)) : 0;
       const int64_t tokens = pages * kPageSize;

@@ -11,14 +11,32 @@
 
 namespace ninfer {
 
-size_t kv_bytes_per_token(const ModelConfig& c, const KvFormat& f) {
-  return size_t(c.n_attention_layers()) * size_t(c.n_kv_heads) * f.bytes_per_head_token(c.head_dim);
+int cuda_kv_head_dim(int head_dim) {
+  switch (head_dim) {
+    case 64:
+    case 128:
+    case 256: return head_dim;
+    // NOTE: zero padding is exact for bf16 pages: a padded K column adds 0 to every score and
+    // a padded V column reaches only an output column that is dropped.
+    case 96: return 128;
+    default: return 0;
+  }
 }
 
-size_t kv_page_bytes(const ModelConfig& c, const KvFormat& f) { return kv_bytes_per_token(c, f) * kPageSize; }
+size_t kv_bytes_per_token(const ModelConfig& c, const KvFormat& f, int row_dim) {
+  const int d = row_dim > 0 ? row_dim : c.head_dim;
+  return size_t(c.n_attention_layers()) * size_t(c.n_kv_heads) * f.bytes_per_head_token(d);
+}
+
+size_t kv_page_bytes(const ModelConfig& c, const KvFormat& f, int row_dim) {
+  return kv_bytes_per_token(c, f, row_dim) * kPageSize;
+}
 
 size_t workspace_estimate(const ModelConfig& c, int chunk) {
-  const size_t per_token = size_t(3 * c.hidden + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.ffn + c.vocab) * 4;
+  size_t per_token = size_t(3 * c.hidden + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.ffn + c.vocab) * 4;
+  const int pd = cuda_kv_head_dim(c.head_dim);
+  if (pd > c.head_dim)
+    per_token += size_t(c.n_heads + 2 * c.n_kv_heads) * size_t(pd) * 4 + size_t(c.n_heads) * size_t(pd) * 2;
   return (size_t(256) << 20) + kPrefillScratchBytes + size_t(chunk) * per_token;
 }
 

@@ -18,15 +18,25 @@ namespace ninfer {
 struct ModelConfig;
 struct WeightFormat;
 
+// The row width, in values, of the CUDA backend's KV pages and attention kernels for a model's
+// head_dim: 64, 128 and 256 as they are; 96 (Phi-3-mini, Phi-3.5-mini) zero-padded to 128, so
+// its pools hold a third more bytes than its heads (kernels native to 96 are future work); 0
+// for any other head_dim, which the CUDA backend refuses. The one table of the GPU's head dims:
+// the CUDA backend's checks and pools, the workspace estimate and kv-plan's bytes read it.
+int cuda_kv_head_dim(int head_dim);
+
 // Bytes of KV per token over all attention layers (DeltaNet layers keep none) and KV heads,
-// codes and scales.
-size_t kv_bytes_per_token(const ModelConfig& c, const KvFormat& f);
+// codes and scales, for rows of row_dim values (0: the model's head_dim; the CUDA backend's
+// pools: cuda_kv_head_dim(head_dim)).
+size_t kv_bytes_per_token(const ModelConfig& c, const KvFormat& f, int row_dim = 0);
 // Bytes of one page (kPageSize tokens) over all layers, K and V: what Backend::page_bytes returns.
-size_t kv_page_bytes(const ModelConfig& c, const KvFormat& f);
+size_t kv_page_bytes(const ModelConfig& c, const KvFormat& f, int row_dim = 0);
 
 // Workspace the GPU runtime reserves besides weights and KV: 256 MiB (cuBLAS workspace, CUDA
 // graphs, allocator slack), the prefill scratch pool (kv/workspace.h), plus fp32 activations of one prefill
-// chunk and its attention partials: chunk * (3 hidden + 2 q_dim + 2 kv_dim + 2 ffn + vocab) * 4 bytes.
+// chunk and its attention partials: chunk * (3 hidden + 2 q_dim + 2 kv_dim + 2 ffn + vocab) * 4 bytes;
+// for a head_dim the GPU pads (cuda_kv_head_dim) also the padded copies of q/k/v (fp32) and of the
+// attention output (bf16): chunk * (n_heads + 2 n_kv_heads) * 128 * 4 + chunk * n_heads * 128 * 2.
 size_t workspace_estimate(const ModelConfig& c, int prefill_chunk);
 // Bytes of weights on a device (embedding counted once when tied): bf16, except projections
 // held quantised, in the checkpoint's format (quantization_config) or at_load's (--weights),

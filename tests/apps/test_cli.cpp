@@ -200,6 +200,25 @@ TEST(Cli, KvPlanPrintsHandComputedCapacity) {
   fs::remove_all(d);
 }
 
+// kv-plan plans the GPU's pool: head_dim 96 (Phi-3-mini) in 128-wide rows, said on a line of its
+// own; the formats that cannot hold head_dim 96 are named as such.
+TEST(Cli, KvPlanCountsPaddedHeadDim) {
+  fs::path d = fs::temp_directory_path() / ("ninfer_plan_phi3_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  fs::copy_file(test::test_data_dir() / "configs" / "phi3-mini.json", d / "config.json",
+                fs::copy_options::overwrite_existing);
+  const auto j = run_json("kv-plan -m " + d.string() + " --memory 24GiB --kv-dtype bf16 --json");
+  ASSERT_FALSE(j.is_discarded());
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["kv_bytes_per_token"], 524288);  // 32 layers * 32 kv heads * 128 * 2 (K, V) * 2 B
+  EXPECT_EQ(j[0]["tokens"], 30720);               // 480 pages; tests/kv/test_capacity.cpp has the arithmetic
+  std::string out;
+  ASSERT_EQ(test::run_command(ninfer_cmd("kv-plan -m " + d.string() + " --memory 24GiB 2>&1"), &out), 0) << out;
+  EXPECT_NE(out.find("head_dim 96 is stored zero-padded to 128 on the GPU"), std::string::npos) << out;
+  EXPECT_NE(out.find("head_dim 96 is not a multiple of 64"), std::string::npos) << out;
+  fs::remove_all(d);
+}
+
 // --weights: the planner counts quantised bytes (int4 weights leave more room for KV than
 // bf16 ones), bad values are named, and an already quantised checkpoint is refused.
 TEST(Cli, WeightsFlag) {

@@ -2,7 +2,9 @@
 // checkpoints of tests/backend/test_tiny_goldens.cpp) against the CPU backend with the same
 // KV format, teacher-forced: the prompt plus its golden greedy continuation in one prefill
 // chunk (all logits), then the continuation again as decode steps, one token per forward
-// (which take the CUDA-graph path and, for MoE, the gathered expert GEMV).
+// (which take the CUDA-graph path and, for MoE, the gathered expert GEMV). A format the CPU
+// cannot hold at the model's head_dim (phi3's 96: bf16 only; the GPU runs it in 128-wide
+// pages) is instead checked to be refused by the GPU naming the format and head_dim.
 //
 // Criteria (the reference models' test_cuda_golden.cpp uses the same kinds): the mean NLL of the
 // teacher-forced sequence (each row predicting the next token) within 2 % of the CPU's for bf16
@@ -21,6 +23,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "core/error.h"
 #include "cuda_test_util.h"
 #include "kv/format.h"
 #include "kv/page_table.h"
@@ -69,24 +72,38 @@ double nll(const float* row, int vocab, int32_t target) {
   return mx + std::log(sum) - row[target];
 }
 
-class CudaTiny : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(CudaTiny, GpuMatchesCpu) {
-  NINFER_REQUIRE_GPU();
-  const std::string name = GetParam();
+// The GPU against the CPU on the golden prompts of tests/data/tiny/<name> (the criteria above),
+// with m's config (which a test may have changed from the checkpoint's).
+void check_gpu_matches_cpu(const Model& m, const std::string& name) {
   const auto dir = test::test_data_dir() / "tiny" / name;
-  auto m = load_model(dir);
-  std::string why;
-  if (!cuda_supports_model(m->config, &why)) GTEST_SKIP() << name << ": " << why;
   const json g = json::parse(read_file(dir / "golden.json"));
   CudaBackendOptions opt;
   opt.gemm_mode = CudaGemmMode::Split;
   opt.gemm_mode_from_env = false;
-  auto gpu = make_cuda_backend(*m, opt);
-  auto cpu = make_cpu_backend(*m, {});
-  const int vocab = m->config.vocab;
+  auto gpu = make_cuda_backend(m, opt);
+  auto cpu = make_cpu_backend(m, {});
+  const int vocab = m.config.vocab;
+  int formats_run = 0;
   for (const char* fname : {"bf16", "int8", "rk4v4-e8"}) {
     const KvFormat& fmt = find_kv_format(fname);
+    bool cpu_holds = true;
+    try {
+      fmt.check_head_dim(m.config.head_dim);
+    } catch (const Error&) {
+      cpu_holds = false;
+    }
+    if (!cpu_holds) {
+      try {
+        gpu->init_kv(fmt, 4);
+        ADD_FAILURE() << name << ": the GPU accepted " << fname << " at head_dim " << m.config.head_dim;
+      } catch (const std::exception& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find(fname), std::string::npos) << what;
+        EXPECT_NE(what.find("head_dim"), std::string::npos) << what;
+      }
+      continue;
+    }
+    ++formats_run;
     const bool compressed = std::string(fname) == "rk4v4-e8";
     for (const json& p : g["prompts"]) {
       const std::vector<int32_t> ids = p["ids"].get<std::vector<int32_t>>();
@@ -126,6 +143,59 @@ TEST_P(CudaTiny, GpuMatchesCpu) {
       }
     }
   }
+  EXPECT_GT(formats_run, 0) << name;
+}
+
+class CudaTiny : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaTiny, GpuMatchesCpu) {
+  NINFER_REQUIRE_GPU();
+  const std::string name = GetParam();
+  auto m = load_model(test::test_data_dir() / "tiny" / name);
+  std::string why;
+  if (!cuda_supports_model(m->config, &why)) GTEST_SKIP() << name << ": " << why;
+  check_gpu_matches_cpu(*m, name);
+}
+
+// head_dim 96 with longrope (Phi-3.5-mini's combination; the tiny longrope checkpoint has head_dim
+// 64): phi3's config given a longrope spec, original context 64, so that the 150-token prompt
+// takes the long factors (distinct per frequency) and the 12-token one the short factors. The
+// oracle is the CPU with the same config, not transformers.
+TEST(CudaTinyVariant, Phi3HeadDim96Longrope) {
+  NINFER_REQUIRE_GPU();
+  auto m = load_model(test::test_data_dir() / "tiny" / "phi3");
+  ASSERT_EQ(m->config.head_dim, 96);
+  ASSERT_EQ(m->config.ropes.size(), 1u);
+  RopeSpec& r = m->config.ropes[0];
+  r.type = RopeType::LongRope;
+  r.original_max = 64;
+  r.max_position = 1024;
+  r.short_factor.clear();
+  r.long_factor.clear();
+  for (int i = 0; i < r.rotary_dim / 2; ++i) {
+    r.short_factor.push_back(1.0 + 0.02 * i);
+    r.long_factor.push_back(1.0 + 0.5 * i);
+  }
+  check_gpu_matches_cpu(*m, "phi3");
+}
+
+// A head_dim the GPU cannot run (neither a kernel width nor 96) is refused by name before
+// anything touches the device (so this runs without a GPU too).
+TEST(CudaTinyRefusal, HeadDim80IsRefusedByName) {
+  auto m = load_model(test::test_data_dir() / "tiny" / "phi3");
+  m->config.head_dim = 80;
+  std::string why;
+  EXPECT_FALSE(cuda_supports_model(m->config, &why));
+  EXPECT_NE(why.find("head_dim"), std::string::npos) << why;
+  EXPECT_NE(why.find("80"), std::string::npos) << why;
+  try {
+    make_cuda_backend(*m);
+    ADD_FAILURE() << "the CUDA backend accepted head_dim 80";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("head_dim 80"), std::string::npos) << e.what();
+  }
+  m->config.head_dim = 96;
+  EXPECT_TRUE(cuda_supports_model(m->config, &why)) << why;
 }
 
 INSTANTIATE_TEST_SUITE_P(All, CudaTiny, ::testing::ValuesIn(kTiny), [](const auto& info) {

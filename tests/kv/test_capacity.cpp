@@ -20,6 +20,14 @@
 //     fp8 checkpoint, 128 x 128 blocks: codes + params / 16384 * 4 B + 2,101,878,784 = 9,082,904,576 B
 //   Qwen3-32B params = 32,762,123,264 (64 layers, q/k norms); at 80 GiB:
 //   bf16 932 pages = 59,648 tokens; int8 1,808 pages; rk2v4-e8 4,591 pages; at 24 GiB nothing fits.
+//   Phi-3-mini-4k (head_dim 96; tests/data/configs/phi3-mini.json) params = 32 * (3072*9216 + 3072*3072
+//     + 3072*16384 + 8192*3072 + 2*3072) + 2 * 32064*3072 + 3072 = 3,821,079,552 -> 7,642,159,104 B;
+//   the GPU stores its heads zero-padded to 128 (cuda_kv_head_dim):
+//   workspace = 768 MiB + 512 * ((3*3072 + 2*3072 + 2*3072 + 2*8192 + 32064) * 4
+//               + (32 + 2*32) * 128 * 4 + 32 * 128 * 2) = 805,306,368 + 512 * 337,152 = 977,928,192 B
+//   24 GiB: available = 25,769,803,776 - 7,642,159,104 - 977,928,192 - 1,030,792,151 = 16,118,924,329 B
+//   bf16 KV per token, 96-wide rows (the CPU) = 32 * 32 * 96 * 2 * 2 = 393,216 B; 128-wide (the GPU)
+//   = 524,288 B, a page 32 MiB -> 480 pages = 30,720 tokens (640 pages at the CPU's width).
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -85,6 +93,35 @@ TEST(Capacity, Qwen3_32B) {
   EXPECT_EQ(pages_at(c, "int8", 80 * GiB), 1808);
   EXPECT_EQ(pages_at(c, "rk2v4-e8", 80 * GiB), 4591);
   EXPECT_THROW(pages_at(c, "bf16", 24 * GiB), Error);  // weights alone exceed 24 GiB
+}
+
+TEST(Capacity, GpuHeadDims) {
+  for (int d : {64, 128, 256}) EXPECT_EQ(cuda_kv_head_dim(d), d);
+  EXPECT_EQ(cuda_kv_head_dim(96), 128);
+  for (int d : {8, 32, 80, 112, 160, 192, 512}) EXPECT_EQ(cuda_kv_head_dim(d), 0) << d;
+}
+
+// The GPU pool of a head_dim 96 model holds 128-wide rows: its pages, and so its capacity, are
+// counted at that width (the hand arithmetic at the top).
+TEST(Capacity, Phi3MiniPaddedOnTheGpu) {
+  ModelConfig c = cfg("phi3-mini");
+  ASSERT_EQ(c.head_dim, 96);
+  EXPECT_EQ(c.n_params(), 3821079552);
+  EXPECT_EQ(device_weight_bytes(c), 7642159104u);
+  EXPECT_EQ(workspace_estimate(c, 512), 977928192u);
+  const KvFormat& bf16 = find_kv_format("bf16");
+  EXPECT_EQ(kv_bytes_per_token(c, bf16), 393216u);
+  EXPECT_EQ(kv_bytes_per_token(c, bf16, cuda_kv_head_dim(c.head_dim)), 524288u);
+  EXPECT_EQ(kv_page_bytes(c, bf16, cuda_kv_head_dim(c.head_dim)), size_t(32) << 20);
+  CapacityInputs in;
+  in.memory = 24 * GiB;
+  in.weights = device_weight_bytes(c);
+  in.workspace = workspace_estimate(c, 512);
+  in.max_context = 4096;
+  in.page_bytes = kv_page_bytes(c, bf16, cuda_kv_head_dim(c.head_dim));
+  EXPECT_EQ(plan_capacity(in).pages, 480);
+  in.page_bytes = kv_page_bytes(c, bf16);
+  EXPECT_EQ(plan_capacity(in).pages, 640);
 }
 
 TEST(Capacity, ExplicitCapacityRoundsUpAndIsChecked) {

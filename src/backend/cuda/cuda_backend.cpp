@@ -7,7 +7,10 @@
 //             q|k|v and gate|up fused)
 //   qk_norm_rope  q/k RMSNorm + rope in place on qkv           (ops.cu)
 //   attention K/V of the new tokens -> cache pages (kv_append.cu), paged attention -> bf16
-//             [T, q_dim] (attention.cu; one PagedAttention per distinct sliding window)
+//             [T, q_dim] (attention.cu; one PagedAttention per distinct sliding window). A
+//             head_dim the kernels lack (96) runs them at a padded width (kv/capacity.h,
+//             cuda_kv_head_dim): q/k/v heads copied zero-padded first, the output's heads cut
+//             back after (head_pad.h); pages hold the padded rows
 //   gated_act act(g) * u -> bf16; norm_add (post-norms); moe (router, top-k, the chosen
 //             experts: a gathered GEMV for decode, per-expert GEMMs over sorted rows for prefill)
 // then the rows that need logits: rmsnorm -> lm_head GEMM -> fp32 logits (scaled, soft-capped)
@@ -31,6 +34,7 @@
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/delta_net.h"
+#include "backend/cuda/head_pad.h"
 #include "backend/cuda/kv_cache.h"
 #include "backend/cuda/ops.h"
 #include "core/dtype.h"
@@ -157,10 +161,10 @@ class CudaBackend final : public Backend, private LayerOps {
     mode_ = mode_from_env(opt);
     use_gemv_ = env_switch("NINFER_CUDA_GEMV");
     use_graphs_ = env_switch("NINFER_CUDA_GRAPHS");
-    const int d = c_.head_dim;
-    if (d != 64 && d != 128 && d != 256)
-      fail("the CUDA backend supports head_dim 64, 128 and 256; {} has head_dim {} (use --device cpu)",
-           model.dir.string(), d);
+    kd_ = cuda_kv_head_dim(c_.head_dim);
+    if (kd_ == 0)
+      fail("the CUDA backend supports head_dim 64, 128, 256 and 96 (run as 128); {} has head_dim {} (use --device cpu)",
+           model.dir.string(), c_.head_dim);
     if (c_.n_heads % c_.n_kv_heads != 0)
       fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", model.dir.string(), c_.n_heads,
            c_.n_kv_heads);
@@ -211,6 +215,8 @@ class CudaBackend final : public Backend, private LayerOps {
     if (!cuda_kv_supported(fmt, &kind))
       fail("--kv-dtype {} has no CUDA kernels yet (the CUDA backend supports bf16, int8, fp8, nvfp4, k8v4, "
            "int4, rk4v4-e8 and rk2v4-e8); use --device cpu for {}", fmt.name, fmt.name);
+    // NOTE: the format must hold the model's head_dim as the CPU oracle does (head_dim 96: f32 and
+    // bf16 only), whatever width the pages have.
     fmt.check_head_dim(c_.head_dim);
     NINFER_CHECK(n_pages > 0, "init_kv with {} pages", n_pages);
     NINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -223,8 +229,8 @@ class CudaBackend final : public Backend, private LayerOps {
     fmt_ = &fmt;
     n_pages_ = n_pages;
     // NOTE: K and V blocks differ in size for rk2v4-e8 (16-bit K codes, 32-bit V codes).
-    k_side_bytes_ = size_t(n_pages) * c_.n_kv_heads * cuda::cache_block_bytes(kind, c_.head_dim, 0);
-    v_side_bytes_ = size_t(n_pages) * c_.n_kv_heads * cuda::cache_block_bytes(kind, c_.head_dim, 1);
+    k_side_bytes_ = size_t(n_pages) * c_.n_kv_heads * cuda::cache_block_bytes(kind, kd_, 0);
+    v_side_bytes_ = size_t(n_pages) * c_.n_kv_heads * cuda::cache_block_bytes(kind, kd_, 1);
     // Attention layers only: a DeltaNet layer keeps no KV (attn_index_).
     attn_index_.assign(size_t(c_.n_layers), -1);
     int na = 0;
@@ -237,7 +243,7 @@ class CudaBackend final : public Backend, private LayerOps {
     cuda::AttnShape sh;
     sh.n_heads = c_.n_heads;
     sh.n_kv_heads = c_.n_kv_heads;
-    sh.head_dim = c_.head_dim;
+    sh.head_dim = kd_;
     sh.kind = kind;
     sh.q_rotation = int(fmt.k.rotation);
     sh.o_rotation = int(fmt.v.rotation);
@@ -280,7 +286,7 @@ class CudaBackend final : public Backend, private LayerOps {
     graph_key_.clear();
   }
 
-  size_t page_bytes(const KvFormat& fmt) const override { return kv_page_bytes(c_, fmt); }
+  size_t page_bytes(const KvFormat& fmt) const override { return kv_page_bytes(c_, fmt, kd_); }
 
   MemoryInfo memory() const override {
     MemoryInfo m;
@@ -299,8 +305,8 @@ class CudaBackend final : public Backend, private LayerOps {
   void copy_kv_pages(std::span<const int32_t> src, std::span<const int32_t> dst) override {
     NINFER_CHECK(fmt_ != nullptr, "init_kv was not called");
     NINFER_CHECK(src.size() == dst.size(), "copy_kv_pages: {} sources, {} destinations", src.size(), dst.size());
-    const size_t kb = size_t(c_.n_kv_heads) * cuda::cache_block_bytes(kind_, c_.head_dim, 0);
-    const size_t vb = size_t(c_.n_kv_heads) * cuda::cache_block_bytes(kind_, c_.head_dim, 1);
+    const size_t kb = size_t(c_.n_kv_heads) * cuda::cache_block_bytes(kind_, kd_, 0);
+    const size_t vb = size_t(c_.n_kv_heads) * cuda::cache_block_bytes(kind_, kd_, 1);
     const size_t pitch = k_side_bytes_ + v_side_bytes_;
     uint8_t* base = pool_.as<uint8_t>();
     for (size_t i = 0; i < src.size(); ++i) {
@@ -480,6 +486,10 @@ class CudaBackend final : public Backend, private LayerOps {
     act_.ensure(halves * T * std::max({H, F, S}) * 2);
     qkv_.ensure(T * qkvn * 4);
     att_.ensure(T * std::max(size_t(c_.q_dim()), size_t(c_.dn.value_dim())) * 2);
+    if (kd_ != c_.head_dim) {
+      qkv_pad_.ensure(T * size_t(c_.n_heads + 2 * c_.n_kv_heads) * size_t(kd_) * 4);
+      att_pad_.ensure(T * size_t(c_.n_heads) * size_t(kd_) * 2);
+    }
     if (c_.attn_gate) {
       gate_.ensure(T * size_t(c_.q_dim()) * 4);
       dn_scratch_.ensure(T * qkvn * 4);
@@ -548,6 +558,7 @@ class CudaBackend final : public Backend, private LayerOps {
   }
 
   ModelConfig c_;
+  int kd_ = 0;  // the KV pages' and attention kernels' head width (cuda_kv_head_dim): c_.head_dim or padded
   CudaGemmMode mode_ = CudaGemmMode::Bf16;
   bool use_gemv_ = true;
   bool use_graphs_ = true;
@@ -581,6 +592,7 @@ class CudaBackend final : public Backend, private LayerOps {
   DeviceBuffer gate_, dn_scratch_, dn_y_, sh_gu_, sh_act_, sh_y_, sh_g_;
   // per-forward buffers
   DeviceBuffer x_, act_, qkv_, att_, gu_, tmpx_, logits_, tmp_, meta_;
+  DeviceBuffer qkv_pad_, att_pad_;  // kd_ != head_dim: q|k|v heads padded to kd_ (fp32), the attention output (bf16)
   DeviceBuffer moe_logits_, moe_ids_, moe_w_, moe_x_, moe_gu_, moe_act_, moe_y_, moe_ys_;
   // Rope tables of the batch: per rope spec, per chunk [1 + rotary_dim / 2] (ops.h RopeParams).
   DeviceBuffer rope_tab_;
@@ -619,8 +631,9 @@ void CudaBackend::qk_norm_rope() {
   rp.tok_table = d_tok_tab_;
   rp.tables = rope_tab_.as<float>() + rope_off_[size_t(r)];
   rp.rotary_dim = c_.ropes[size_t(r)].rotary_dim;
-  // NOTE: the kernels scale scores by 1/sqrt(head_dim); another score scale is folded into q.
-  rp.q_mult = c_.score_scale() * std::sqrt(float(c_.head_dim));
+  // NOTE: the kernels scale scores by 1/sqrt(kd_), their head width; another score scale (and
+  // for padded heads the model's 1/sqrt(head_dim) itself) is folded into q.
+  rp.q_mult = c_.score_scale() * std::sqrt(float(kd_));
   const bool per_head = c_.qk_norm;
   cuda::launch_qk_norm_rope(qkv, ld, T_, c_.n_heads, c_.n_kv_heads, c_.head_dim,
                             per_head ? L.vec[size_t(Vec::QNorm)].as<float>() : nullptr,
@@ -630,20 +643,27 @@ void CudaBackend::qk_norm_rope() {
 void CudaBackend::attention() {
   const int qd = c_.q_dim(), kvd = c_.kv_dim(), qkvn = qd + 2 * kvd;
   float* qkv = qkv_.as<float>();
+  // The kernels' view: q|k|v heads of kd_ values (padded copies when kd_ != head_dim).
+  const bool padded = kd_ != c_.head_dim;
+  const int pqd = c_.n_heads * kd_, pkvd = c_.n_kv_heads * kd_, pqkvn = pqd + 2 * pkvd;
+  float* kq = padded ? qkv_pad_.as<float>() : qkv;
+  uint16_t* kout = padded ? att_pad_.as<uint16_t>() : att_.as<uint16_t>();
+  if (padded)
+    cuda::launch_copy_heads_f32(qkv, qkvn, c_.head_dim, kq, pqkvn, kd_, T_, c_.n_heads + 2 * c_.n_kv_heads, stream_);
   uint8_t* k_pool = pool_.as<uint8_t>() + size_t(attn_index_[size_t(l_)]) * (k_side_bytes_ + v_side_bytes_);
   uint8_t* v_pool = k_pool + k_side_bytes_;
   cuda::KvAppendParams ap;
-  ap.src = qkv;
-  ap.ld = qkvn;
-  ap.k_col = qd;
-  ap.v_col = qd + kvd;
+  ap.src = kq;
+  ap.ld = pqkvn;
+  ap.k_col = pqd;
+  ap.v_col = pqd + pkvd;
   ap.tok_page = d_page_;
   ap.tok_slot = d_slot_;
   ap.k_pool = k_pool;
   ap.v_pool = v_pool;
   ap.n_tokens = T_;
   ap.n_kv_heads = c_.n_kv_heads;
-  ap.head_dim = c_.head_dim;
+  ap.head_dim = kd_;
   ap.kind = kind_;
   ap.k_rotate = fmt_->k.rotation == KvRotation::HadamardHead;
   cuda::launch_kv_append(ap, stream_);
@@ -658,10 +678,11 @@ void CudaBackend::attention() {
   }
   // history_ready: the append above writes only the new tokens' slots; every older slot was
   // written before it started (page copies are synchronous, copy_kv_pages). q_ready: the
-  // append does not write q, and it starts only after the rope kernel that does has finished
-  // (a plain launch).
-  attns_[size_t(layer_attn_[size_t(l_)])]->run(qkv, qkvn, k_pool, v_pool, att_.as<uint16_t>(), qd, stream_, true,
-                                               true);
+  // append does not write q, and it starts only after the rope kernel (or the padding copy)
+  // that does has finished (plain launches).
+  attns_[size_t(layer_attn_[size_t(l_)])]->run(kq, pqkvn, k_pool, v_pool, kout, pqd, stream_, true, true);
+  if (padded)
+    cuda::launch_copy_heads_bf16(kout, pqd, kd_, att_.as<uint16_t>(), qd, c_.head_dim, T_, c_.n_heads, stream_);
 }
 
 // Router logits -> top-k ids and weights on the device; then either (decode-sized batches,
@@ -874,7 +895,8 @@ void CudaBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& 
     }
     for (const DeviceBuffer* b : {&x_, &act_, &qkv_, &att_, &gu_, &tmpx_, &logits_, &tmp_, &meta_, &pool_, &rope_tab_,
                                   &moe_logits_, &moe_ids_, &moe_w_, &moe_gu_, &moe_act_, &moe_y_, &state_, &dn_meta_,
-                                  &gate_, &dn_scratch_, &dn_y_, &sh_gu_, &sh_act_, &sh_y_, &sh_g_})
+                                  &gate_, &dn_scratch_, &dn_y_, &sh_gu_, &sh_act_, &sh_y_, &sh_g_, &qkv_pad_,
+                                  &att_pad_})
       key.push_back(uintptr_t(b->as<void>()));
     key.push_back(uintptr_t(T));
     key.push_back(uintptr_t(R));
@@ -924,9 +946,9 @@ bool cuda_device_available() {
 }
 
 bool cuda_supports_model(const ModelConfig& c, std::string* why) {
-  const int d = c.head_dim;
-  if (d != 64 && d != 128 && d != 256) {
-    if (why) *why = fmt::format("the CUDA backend supports head_dim 64, 128 and 256, the model has {}", d);
+  if (cuda_kv_head_dim(c.head_dim) == 0) {
+    if (why) *why = fmt::format("the CUDA backend supports head_dim 64, 128, 256 and 96 (run as 128), the model has {}",
+                                c.head_dim);
     return false;
   }
   if (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0) {

@@ -24,8 +24,8 @@ struct Model;
 bool cuda_device_available();
 
 struct ModelConfig;
-// Whether the CUDA backend can run this model (head_dim 64/128/256, q heads a multiple of kv
-// heads); when not, *why says so. For `--device auto` to fall back to the CPU instead of
+// Whether the CUDA backend can run this model (head_dim 64/128/256, or 96 run as 128:
+// kv/capacity.h cuda_kv_head_dim; q heads a multiple of kv heads); when not, *why says so. For `--device auto` to fall back to the CPU instead of
 // failing in make_cuda_backend.
 bool cuda_supports_model(const ModelConfig& c, std::string* why = nullptr);
 // Whether the CUDA backend has kernels for this --kv-dtype (cache_kind_for in kv_cache.h: every

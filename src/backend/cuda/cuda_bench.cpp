@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kv_cache.h"
 #include "core/error.h"
+#include "kv/capacity.h"
 #include "kv/format.h"
 #include "kv/page_table.h"
 
@@ -93,6 +94,15 @@ AttentionBenchResult cuda_bench_decode_attention(const AttentionBenchConfig& cfg
     fail("--kv-dtype {} has no CUDA kernels yet (bench --attention supports bf16, int8, fp8, nvfp4, "
          "k8v4, int4, rk4v4-e8 and rk2v4-e8)", fmt.name);
   fmt.check_head_dim(cfg.head_dim);
+  // NOTE: the kernels' own widths; a model of head_dim 96 runs them at 128 on zero-padded rows
+  // (kv/capacity.h, cuda_kv_head_dim), which --head-dim 128 times.
+  if (cfg.head_dim != 64 && cfg.head_dim != 128 && cfg.head_dim != 256) {
+    const int padded = cuda_kv_head_dim(cfg.head_dim);
+    if (padded > 0)
+      fail("--head-dim {}: the attention kernels take head_dim 64, 128 and 256; the backend runs head_dim {} as {} "
+           "(zero-padded rows): time --head-dim {}", cfg.head_dim, cfg.head_dim, padded, padded);
+    fail("--head-dim {}: the attention kernels take head_dim 64, 128 and 256", cfg.head_dim);
+  }
   if (cfg.n_kv_heads <= 0 || cfg.n_heads % cfg.n_kv_heads != 0)
     fail("--heads {}/{}: q heads must be a multiple of kv heads", cfg.n_heads, cfg.n_kv_heads);
   if (cfg.ctx < cfg.n_query || cfg.batch < 1) fail("--ctx and --batch must be positive");
