@@ -12,6 +12,9 @@
 //   TMP  [T, hidden] fp32   a block output before its post-norm
 //   GU   [T, 2 ffn] fp32    gate | up
 //   FF   [T, ffn]           act(gate) * up (the input of down_proj)
+// H (a norm's or copy's output) lives until X is next written: a layer reads H only before it
+// changes X again (the CUDA backend defers a decode norm into the GEMVs that read it and fails
+// on a read of H after X has changed).
 #pragma once
 #include <string>
 #include <string_view>

@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -205,5 +207,42 @@ INSTANTIATE_TEST_SUITE_P(All, CudaTiny, ::testing::ValuesIn(kTiny), [](const aut
   return s;
 });
 
+
+// The decode fusions (NINFER_CUDA_FUSE_*: norms into the next GEMVs, routing into the router,
+// SiLU-mul into gate|up, the combine into down) compute what the separate kernels compute: the
+// logits of prefill and every decode step are bitwise equal with them on and off. bf16 GEMMs
+// (split mode keeps the separate norm and routing); families with MoE (a shared expert in
+// qwen3.5-moe), post-norms (gemma3) and copies instead of norms (olmo2).
+TEST(CudaTinyFused, FusionsChangeNoBit) {
+  NINFER_REQUIRE_GPU();
+  const char* kSwitches[] = {"NINFER_CUDA_FUSE_NORM", "NINFER_CUDA_FUSE_ROUTE", "NINFER_CUDA_FUSE_ACT",
+                             "NINFER_CUDA_FUSE_COMBINE"};
+  for (const char* name : {"qwen3-moe", "qwen3-moe-nonorm", "mixtral", "qwen3.5-moe", "llama-rope-default", "gemma3",
+                           "olmo2"}) {
+    SCOPED_TRACE(name);
+    const auto dir = test::test_data_dir() / "tiny" / name;
+    auto m = load_model(dir);
+    std::string why;
+    if (!cuda_supports_model(m->config, &why)) continue;
+    const json g = json::parse(read_file(dir / "golden.json"));
+    const json& p = g["prompts"][0];
+    const std::vector<int32_t> ids = p["ids"].get<std::vector<int32_t>>();
+    const std::vector<int32_t> cont = p["greedy_ids"].get<std::vector<int32_t>>();
+    CudaBackendOptions opt;
+    opt.gemm_mode = CudaGemmMode::Bf16;
+    opt.gemm_mode_from_env = false;
+    std::vector<float> out[2];
+    for (int on = 0; on < 2; ++on) {
+      for (const char* sw : kSwitches) setenv(sw, on ? "1" : "0", 1);
+      auto gpu = make_cuda_backend(*m, opt);
+      out[on] = run(*gpu, find_kv_format("bf16"), m->config.vocab, ids, cont);
+    }
+    for (const char* sw : kSwitches) unsetenv(sw);
+    ASSERT_EQ(out[0].size(), out[1].size());
+    for (size_t i = 0; i < out[0].size(); ++i)
+      ASSERT_EQ(std::memcmp(&out[0][i], &out[1][i], 4), 0)
+          << "row " << i / size_t(m->config.vocab) << ": fused " << out[1][i] << " separate " << out[0][i];
+  }
+}
 }  // namespace
 }  // namespace ninfer

@@ -161,6 +161,10 @@ class CudaBackend final : public Backend, private LayerOps {
     mode_ = mode_from_env(opt);
     use_gemv_ = env_switch("NINFER_CUDA_GEMV");
     use_graphs_ = env_switch("NINFER_CUDA_GRAPHS");
+    fuse_norm_ = env_switch("NINFER_CUDA_FUSE_NORM");
+    fuse_route_ = env_switch("NINFER_CUDA_FUSE_ROUTE");
+    fuse_act_ = env_switch("NINFER_CUDA_FUSE_ACT");
+    fuse_combine_ = env_switch("NINFER_CUDA_FUSE_COMBINE");
     kd_ = cuda_kv_head_dim(c_.head_dim);
     if (kd_ == 0)
       fail("the CUDA backend supports head_dim 64, 128, 256 and 96 (run as 128); {} has head_dim {} (use --device cpu)",
@@ -196,6 +200,10 @@ class CudaBackend final : public Backend, private LayerOps {
       if (l.mixer == Mixer::DeltaNet) off += c_.dn.state_floats();
     }
     slot_floats_ = off;
+    if (c_.n_experts > 0) {  // the fused router's arrival counter (GemvFuse::done), kept at 0 between launches
+      moe_done_.alloc(sizeof(int));
+      NINFER_CUDA_CHECK(cudaMemset(moe_done_.as<void>(), 0, sizeof(int)));
+    }
     ensure_tokens(512, 16);
   }
 
@@ -328,28 +336,75 @@ class CudaBackend final : public Backend, private LayerOps {
   void enqueue_forward(int T, int R, bool split, const int32_t* d_ids, const int32_t* d_rows,
                        const std::vector<int32_t>& meta);
   // LayerOps (model/family.h) on layer l_ of the batch being enqueued.
+  // NOTE: a decode-sized norm X -> H is deferred (NINFER_CUDA_FUSE_NORM): the GEMVs that read
+  // H next compute it in their prologue (cuda::GemvFuse), and it is launched on its own only
+  // when something reads H as a buffer. By LayerOps' contract (family.h) H is dead once X
+  // changes; a read after that fails here instead of reading a norm of the new X.
   void norm(Buf in, Vec w, Buf out) override {
     NINFER_CHECK(out == Buf::H, "norm writes H");
+    h_overwritten();
+    if (in == Buf::X && fuse_norm_ && use_gemv_ && !split_ && T_ <= cuda::kGemvMaxRows &&
+        cuda::gemv_norm_fits(T_, c_.hidden)) {
+      pend_norm_w_ = vec(w);
+      return;
+    }
     cuda::launch_rmsnorm_bf16(fbuf(in), nullptr, vec(w), act_.as<uint16_t>(), T_, c_.hidden, c_.rms_eps, split_,
                               stream_);
   }
   void norm_add(Buf in, Vec w, Buf acc) override {
     cuda::launch_rmsnorm_add(fbuf(in), vec(w), fbuf(acc), T_, c_.hidden, c_.rms_eps, stream_);
+    if (acc == Buf::X) x_written();
   }
   void copy(Buf in, Buf out) override {
     NINFER_CHECK(out == Buf::H, "copy writes H");
+    h_overwritten();
     cuda::launch_to_bf16(fbuf(in), act_.as<uint16_t>(), T_, c_.hidden, split_, stream_);
   }
   void linear(Buf in, Proj p, Buf out, bool accumulate, float alpha) override {
     const LayerDev& L = layers_[size_t(l_)];
+    const Matrix& m = L.proj[size_t(p)];
+    const DeviceBuffer& bias = L.bias[size_t(p)];
+    // A deferred norm feeds this GEMV through its prologue (not when the GEMV writes X, the
+    // norm's input: other blocks would still be reading it). H stays deferred for later readers.
+    if (in == Buf::H && pend_norm_w_ && !pend_stale_ && out != Buf::X && m.n > 0 && m.k == c_.hidden) {
+      NINFER_CHECK(alpha == 1.0f || bias.bytes() == 0, "a scaled projection with a bias");
+      cuda::launch_gemv_fused(m.ptr(), nullptr, fbuf(out), T_, m.n, m.k, accumulate, alpha, pending_norm(), stream_);
+      if (bias.bytes()) cuda::launch_add_bias(fbuf(out), bias.as<float>(), T_, m.n, stream_);
+      return;
+    }
+    if (in != Buf::ATT) materialize_h();  // H and FF share act_
     // ATT (the attention output) is plain bf16; H and FF follow the GEMM mode.
     const bool split = in != Buf::ATT && split_;
     const uint16_t* a = in == Buf::ATT ? att_.as<uint16_t>() : act_.as<uint16_t>();
-    gemm(a, T_, L.proj[size_t(p)], fbuf(out), accumulate, L.bias[size_t(p)], split, alpha);
+    gemm(a, T_, m, fbuf(out), accumulate, bias, split, alpha);
+    if (out == Buf::X) x_written();
+  }
+  // The deferred norm's state (norm() above).
+  void h_overwritten() {
+    pend_norm_w_ = nullptr;
+    pend_stale_ = false;
+  }
+  void x_written() {
+    if (pend_norm_w_) pend_stale_ = true;
+  }
+  void materialize_h() {
+    if (!pend_norm_w_) return;
+    NINFER_CHECK(!pend_stale_, "layer {}: H read after X changed (family.h: H lives until X is next written)", l_);
+    cuda::launch_rmsnorm_bf16(x_.as<float>(), nullptr, pend_norm_w_, act_.as<uint16_t>(), T_, c_.hidden, c_.rms_eps,
+                              false, stream_);
+    h_overwritten();
+  }
+  cuda::GemvFuse pending_norm() const {
+    cuda::GemvFuse f;
+    f.norm_x = x_.as<float>();
+    f.norm_w = pend_norm_w_;
+    f.eps = c_.rms_eps;
+    return f;
   }
   void qk_norm_rope() override;
   void attention() override;
   void gated_act(Activation a) override {
+    h_overwritten();  // FF shares act_ with H
     cuda::launch_silu_mul_bf16(gu_.as<float>(), act_.as<uint16_t>(), T_, c_.ffn, split_, stream_,
                                a == Activation::GeluTanh ? 1 : 0);
   }
@@ -562,6 +617,9 @@ class CudaBackend final : public Backend, private LayerOps {
   CudaGemmMode mode_ = CudaGemmMode::Bf16;
   bool use_gemv_ = true;
   bool use_graphs_ = true;
+  bool fuse_norm_ = true, fuse_route_ = true, fuse_act_ = true, fuse_combine_ = true;  // NINFER_CUDA_FUSE_*
+  const float* pend_norm_w_ = nullptr;  // a deferred norm X -> H: its weight (norm())
+  bool pend_stale_ = false;             // X has changed since
   cudaGraphExec_t graph_exec_ = nullptr;
   std::vector<uintptr_t> graph_key_, last_key_;
   std::string device_name_;
@@ -593,7 +651,7 @@ class CudaBackend final : public Backend, private LayerOps {
   // per-forward buffers
   DeviceBuffer x_, act_, qkv_, att_, gu_, tmpx_, logits_, tmp_, meta_;
   DeviceBuffer qkv_pad_, att_pad_;  // kd_ != head_dim: q|k|v heads padded to kd_ (fp32), the attention output (bf16)
-  DeviceBuffer moe_logits_, moe_ids_, moe_w_, moe_x_, moe_gu_, moe_act_, moe_y_, moe_ys_;
+  DeviceBuffer moe_logits_, moe_ids_, moe_w_, moe_x_, moe_gu_, moe_act_, moe_y_, moe_ys_, moe_done_;
   // Rope tables of the batch: per rope spec, per chunk [1 + rotary_dim / 2] (ops.h RopeParams).
   DeviceBuffer rope_tab_;
   std::vector<size_t> rope_off_;  // [n_ropes] float offset of each spec's tables
@@ -690,22 +748,62 @@ void CudaBackend::attention() {
 // reading only the chosen experts' weights, or (prefill) the rows sorted by expert on the host
 // and one cuBLAS GEMM per expert over its rows. Either way the k outputs of a token are summed
 // in choice order (deterministic). Expert MLPs take the hi half of split activations.
+//
+// Decode fusions (each with its NINFER_CUDA_FUSE_* switch, docs/GPU.md): the deferred FFN norm
+// in the router's and gate|up's prologues, routing in the router GEMV's last block, the
+// activation in the gate|up GEMV's epilogue, the combine in the down GEMV's epilogue: 3 kernels
+// a layer instead of 7, the same values bit for bit.
 void CudaBackend::moe(float alpha) {
   const LayerDev& L = layers_[size_t(l_)];
   const int H = c_.hidden, E = c_.n_experts, K = c_.top_k, Fm = c_.moe_ffn, TK = T_ * K;
   static const DeviceBuffer kNoBias;
-  gemm(act_.as<uint16_t>(), T_, L.proj[size_t(Proj::Router)], moe_logits_.as<float>(), false, kNoBias, split_);
+  const bool decode = T_ <= cuda::kGemvMaxRows;
+  const bool router_plain = L.bias[size_t(Proj::Router)].bytes() == 0;
+  // H as a buffer: the shared expert reads it after the combine has changed X, and the
+  // unfused gate|up and a router with a bias read it as one.
+  if (c_.shared_ffn > 0 || !fuse_act_ || !router_plain || !decode || pend_stale_) materialize_h();
+  const bool norm_fused = pend_norm_w_ != nullptr;
+  const bool route_fused = fuse_route_ && decode && use_gemv_ && !split_ && router_plain;
   int32_t* ids = moe_ids_.as<int32_t>();
-  cuda::launch_moe_route(moe_logits_.as<float>(), T_, E, K, c_.norm_topk, ids, moe_w_.as<float>(), stream_);
+  const Matrix& router = L.proj[size_t(Proj::Router)];
+  if (norm_fused || route_fused) {
+    cuda::GemvFuse f = norm_fused ? pending_norm() : cuda::GemvFuse{};
+    if (route_fused) {
+      f.done = moe_done_.as<int>();
+      f.route_k = K;
+      f.route_norm = c_.norm_topk;
+      f.route_ids = ids;
+      f.route_w = moe_w_.as<float>();
+    }
+    cuda::launch_gemv_fused(router.ptr(), act_.as<uint16_t>(), moe_logits_.as<float>(), T_, E, H, false, 1.0f, f,
+                            stream_);
+  } else {
+    gemm(act_.as<uint16_t>(), T_, router, moe_logits_.as<float>(), false, kNoBias, split_);
+  }
+  if (!route_fused)
+    cuda::launch_moe_route(moe_logits_.as<float>(), T_, E, K, c_.norm_topk, ids, moe_w_.as<float>(), stream_);
   const size_t gu_stride = size_t(2) * Fm * H, down_stride = size_t(H) * Fm;
   const uint16_t* wgu = L.experts_gu.as<uint16_t>();
   const uint16_t* wdown = L.experts_down.as<uint16_t>();
-  if (T_ <= cuda::kGemvMaxRows) {  // decode: gathered GEMVs reading only the chosen experts
-    cuda::launch_gemv_gathered_bf16(wgu, gu_stride, ids, act_.as<uint16_t>(), K, moe_gu_.as<float>(), TK, 2 * Fm, H,
-                                    stream_);
-    cuda::launch_silu_mul_bf16(moe_gu_.as<float>(), moe_act_.as<uint16_t>(), TK, Fm, false, stream_);
-    cuda::launch_gemv_gathered_bf16(wdown, down_stride, ids, moe_act_.as<uint16_t>(), 1, moe_y_.as<float>(), TK, H,
-                                    Fm, stream_);
+  bool combined = false;
+  if (decode) {  // decode: gathered GEMVs reading only the chosen experts
+    if (fuse_act_) {
+      const cuda::GemvFuse nf = norm_fused ? pending_norm() : cuda::GemvFuse{};
+      cuda::launch_gemv_gate_up_act(wgu, gu_stride, ids, act_.as<uint16_t>(), K, nf, moe_act_.as<uint16_t>(), TK, Fm,
+                                    H, stream_);
+    } else {
+      cuda::launch_gemv_gathered_bf16(wgu, gu_stride, ids, act_.as<uint16_t>(), K, moe_gu_.as<float>(), TK, 2 * Fm,
+                                      H, stream_);
+      cuda::launch_silu_mul_bf16(moe_gu_.as<float>(), moe_act_.as<uint16_t>(), TK, Fm, false, stream_);
+    }
+    if (fuse_combine_ && K <= cuda::kGemvDownCombineMaxK) {
+      cuda::launch_gemv_down_combine(wdown, down_stride, ids, moe_w_.as<float>(), moe_act_.as<uint16_t>(), T_, K, H,
+                                     Fm, alpha, x_.as<float>(), stream_);
+      combined = true;
+    } else {
+      cuda::launch_gemv_gathered_bf16(wdown, down_stride, ids, moe_act_.as<uint16_t>(), 1, moe_y_.as<float>(), TK, H,
+                                      Fm, stream_);
+    }
   } else {  // prefill: tokens sorted by expert, a GEMM per expert
     std::vector<int32_t> h_ids(static_cast<size_t>(TK));
     NINFER_CUDA_CHECK(cudaMemcpyAsync(h_ids.data(), ids, size_t(TK) * 4, cudaMemcpyDeviceToHost, stream_));
@@ -747,7 +845,9 @@ void CudaBackend::moe(float alpha) {
     }
     cuda::launch_scatter_rows_f32(ys, d_order + TK, moe_y_.as<float>(), TK, H, stream_);
   }
-  cuda::launch_moe_combine(moe_y_.as<float>(), moe_w_.as<float>(), T_, K, H, alpha, x_.as<float>(), stream_);
+  if (!combined)
+    cuda::launch_moe_combine(moe_y_.as<float>(), moe_w_.as<float>(), T_, K, H, alpha, x_.as<float>(), stream_);
+  x_written();
   if (c_.shared_ffn == 0) return;
   // The shared expert on every token, x += alpha * sigmoid(H w_sg) * down(silu(gate(H)) * up(H)).
   const int S = c_.shared_ffn;
@@ -793,7 +893,9 @@ void CudaBackend::enqueue_forward(int T, int R, bool split, const int32_t* d_ids
   d_tok_tab_ = d_ids + 4 * T;
   meta_host_ = &meta;
   cuda::launch_embed(d_ids, embed_.ptr(), x_.as<float>(), T, H, stream_, c_.embed_scale);
+  h_overwritten();
   for (l_ = 0; l_ < c_.n_layers; ++l_) c_.family->layer(c_, l_, *this);
+  h_overwritten();  // the final norm writes act_
   cuda::launch_rmsnorm_bf16(x_.as<float>(), d_rows, final_norm_.as<float>(), act_.as<uint16_t>(), R, H, c_.rms_eps,
                             split, stream_);
   static const DeviceBuffer kNoBias;

@@ -40,6 +40,36 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// SiLU as every gated-activation kernel computes it (one definition: a fused epilogue and the
+// separate kernel give the same bits).
+__device__ __forceinline__ float silu_f32(float g) { return g / (1.0f + expf(-g)); }
+
+// 1 / rms of n_rows rows [n_rows][dim] (n_rows <= kMaxRows) for a block of kThreads threads, as
+// the CPU's RMSNorm: the sum of squares in fp64 (thread i sums elements i, i + kThreads, ...,
+// then each warp by xor shuffles, then the kThreads / 32 warp sums in order), 1 / sqrtf(float(
+// mean) + eps) in fp32. The one definition every RMSNorm kernel and GEMV prologue uses, so a
+// norm fused into a GEMV gives the standalone kernel's bits. Every thread of the block calls it;
+// inv (shared) [n_rows] holds the results on return.
+template <int kThreads, int kMaxRows>
+__device__ __forceinline__ void block_inv_rms(const float* x, int n_rows, int dim, float eps, float* inv) {
+  __shared__ double part[kThreads / 32][kMaxRows];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r = 0; r < n_rows; ++r) {
+    const float* xr = x + size_t(r) * dim;
+    double ss = 0;
+    for (int i = threadIdx.x; i < dim; i += kThreads) ss += double(xr[i]) * xr[i];
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) part[warp][r] = ss;
+  }
+  __syncthreads();
+  if (int(threadIdx.x) < n_rows) {
+    double t = 0;
+    for (int w = 0; w < kThreads / 32; ++w) t += part[w][threadIdx.x];
+    inv[threadIdx.x] = 1.0f / sqrtf(float(t / dim) + eps);
+  }
+  __syncthreads();
+}
+
 // Logit soft-capping in the log2 domain: a score s (log2 units, s = s_nat log2(e)) becomes
 // c2 tanh(s / c2) with c2 = softcap log2(e), i.e. softcap tanh(s_nat / softcap) in log2 units,
 // computed as c2 - 2 c2 / (2^(s k) + 1), k = 2 / softcap (2^(s k) = e^(2 s_nat / softcap)).

@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/moe_route.cuh"
 #include "backend/cuda/ops.h"
 #include "core/env.h"
 
@@ -24,22 +25,10 @@ __device__ __forceinline__ void store_act(uint16_t* out, size_t hi_idx, size_t l
   if (split) out[lo_idx] = f32_to_bf16_bits(v - bf16_bits_to_f32(hi));
 }
 
-// 1 / rms of one row (fp64 sum of squares, as the CPU), for a block of threads.
+// 1 / rms of one row for a block of 256 threads (block_inv_rms: fp64 sum of squares, as the CPU).
 __device__ float row_inv_rms(const float* xr, int dim, float eps) {
-  double ss = 0;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += double(xr[i]) * xr[i];
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  __shared__ double part[32];
   __shared__ float inv_s;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) part[warp] = ss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double t = 0;
-    for (int w = 0; w < int(blockDim.x / 32); ++w) t += part[w];
-    inv_s = 1.0f / sqrtf(float(t / dim) + eps);
-  }
-  __syncthreads();
+  block_inv_rms<256, 1>(xr, 1, dim, eps, &inv_s);
   return inv_s;
 }
 
@@ -66,21 +55,7 @@ __global__ void rmsnorm_kernel(const float* x, const int32_t* rows, const float*
   const int r = blockIdx.x;
   pdl_launch_dependents();  // the next gemv may be scheduled early (it waits for us)
   const float* xr = x + size_t(rows ? rows[r] : r) * dim;
-  double ss = 0;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += double(xr[i]) * xr[i];
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  __shared__ double part[32];
-  __shared__ float inv_s;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) part[warp] = ss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double t = 0;
-    for (int w = 0; w < int(blockDim.x / 32); ++w) t += part[w];
-    inv_s = 1.0f / sqrtf(float(t / dim) + eps);
-  }
-  __syncthreads();
-  const float inv = inv_s;
+  const float inv = row_inv_rms(xr, dim, eps);
   for (int i = threadIdx.x; i < dim; i += blockDim.x) {
     const float v = weight[i] * (xr[i] * inv);
     store_act(out, size_t(r) * dim + i, size_t(n_rows + r) * dim + i, v, split);
@@ -132,7 +107,7 @@ __global__ void gated_act_kernel(const float* gu, uint16_t* out, int n_tokens, i
     const float g = gu[t * 2 * ffn + j], u = gu[t * 2 * ffn + ffn + j];
     // act 1: gelu with the tanh approximation (as cpu::gelu_tanh_mul), else silu
     const float a = act == 1 ? 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)))
-                             : g / (1.0f + expf(-g));
+                             : silu_f32(g);
     store_act(out, i, n + i, a * u, split);
   }
 }
@@ -151,75 +126,25 @@ __global__ void logits_post_kernel(float* y, size_t n, float scale, float cap) {
 }
 
 // One warp per token (a thread per token serialised ~1,000 exps and double divisions, tens of
-// microseconds per layer at batch 1): softmax over the E router logits (fp32 exp(l - max), the
-// sum in double as the CPU's), then k rounds of a warp argmax by probability, ties to the lower
-// expert (the CPU's stable sort), renormalised when norm. Lane i holds experts i, i + 32, ...
-constexpr int kRouteMaxExperts = 256, kRoutePerLane = kRouteMaxExperts / 32;
+// microseconds per layer at batch 1): route_token (moe_route.cuh).
 __global__ void moe_route_kernel(const float* logits, int n_tokens, int n_experts, int k, bool norm, int32_t* ids,
                                  float* w) {
   pdl_launch_dependents();  // the next gemv may be scheduled early (it waits for us)
-  const int lane = threadIdx.x % 32, t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (t >= n_tokens) return;
-  const float* lg = logits + size_t(t) * n_experts;
-  float p[kRoutePerLane];
-  float mx = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < kRoutePerLane; ++i) {
-    const int e = lane + 32 * i;
-    p[i] = e < n_experts ? lg[e] : -INFINITY;
-    mx = fmaxf(mx, p[i]);
-  }
-  mx = warp_max(mx);
-  double sum = 0;
-#pragma unroll
-  for (int i = 0; i < kRoutePerLane; ++i) {
-    p[i] = lane + 32 * i < n_experts ? expf(p[i] - mx) : 0.0f;
-    sum += double(p[i]);
-  }
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  // Probabilities are >= 0; -1 marks a slot past the experts, -2 one already taken.
-#pragma unroll
-  for (int i = 0; i < kRoutePerLane; ++i) p[i] = lane + 32 * i < n_experts ? float(double(p[i]) / sum) : -1.0f;
-  float top = 0;
-  for (int j = 0; j < k; ++j) {
-    float bp = -3.0f;
-    int be = 0;
-#pragma unroll
-    for (int i = 0; i < kRoutePerLane; ++i)
-      if (p[i] > bp) {
-        bp = p[i];
-        be = lane + 32 * i;
-      }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float op = __shfl_xor_sync(0xffffffffu, bp, o);
-      const int oe = __shfl_xor_sync(0xffffffffu, be, o);
-      if (op > bp || (op == bp && oe < be)) {
-        bp = op;
-        be = oe;
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kRoutePerLane; ++i)
-      if (lane + 32 * i == be) p[i] = -2.0f;
-    if (lane == 0) {
-      ids[size_t(t) * k + j] = be;
-      w[size_t(t) * k + j] = bp;
-    }
-    top += bp;
-  }
-  if (norm && lane == 0)
-    for (int j = 0; j < k; ++j) w[size_t(t) * k + j] /= top;
+  route_token(logits + size_t(t) * n_experts, n_experts, k, norm, ids + size_t(t) * k, w + size_t(t) * k);
 }
 
-// x[t, :] += alpha * sum_j w[t, j] y[t * k + j, :] (j in order: deterministic).
+// x[t, :] += alpha * sum_j w[t, j] y[t * k + j, :] (j in order: deterministic; explicit fmaf
+// so the fused down GEMV's epilogue, gemv.cu, gives the same bits).
 __global__ void moe_combine_kernel(const float* y, const float* w, int n_tokens, int k, int dim, float alpha,
                                    float* x) {
   const size_t n = size_t(n_tokens) * dim;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const size_t t = i / dim, c = i % dim;
     float acc = 0;
-    for (int j = 0; j < k; ++j) acc += w[t * k + j] * y[(t * k + j) * dim + c];
-    x[i] += alpha * acc;
+    for (int j = 0; j < k; ++j) acc = fmaf(w[t * k + j], y[(t * k + j) * dim + c], acc);
+    x[i] = fmaf(alpha, acc, x[i]);
   }
 }
 

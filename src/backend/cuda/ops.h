@@ -99,4 +99,46 @@ void launch_gemv_bf16(const uint16_t* w, const uint16_t* x, float* y, int n_rows
 void launch_gemv_gathered_bf16(const uint16_t* w, size_t expert_stride, const int32_t* experts, const uint16_t* x,
                                int x_div, float* y, int n_rows, int n, int k, cudaStream_t s);
 
+// Fusions of the decode GEMVs (launch_gemv_fused, launch_gemv_gate_up_act); a null pointer
+// switches each off. They compute what the separate kernels compute, bit for bit (the same
+// device functions in the same order), with fewer launches.
+struct GemvFuse {
+  // RMSNorm in the prologue: the input rows are bf16(norm_w * (norm_x * inv_rms(norm_x))) as
+  // launch_rmsnorm_bf16 writes them, staged in each block's shared memory (x is not read).
+  // norm_x: [n_rows, k] fp32; norm_w: [k]
+  const float* norm_x = nullptr;
+  const float* norm_w = nullptr;
+  float eps = 0;
+  // Routing in the epilogue (launch_gemv_fused): y is the router's logits [n_rows, n
+  // experts]; the grid's last block routes every row as launch_moe_route does into route_ids
+  // and route_w [n_rows, route_k]. done: a device counter that is 0 before the launch; the
+  // launch leaves it 0 again (graph replays reuse it). One launch at a time per counter.
+  int* done = nullptr;
+  int route_k = 0;
+  bool route_norm = false;
+  int32_t* route_ids = nullptr;
+  float* route_w = nullptr;
+};
+// Whether n_rows normalised rows of k bf16 fit the shared memory a GEMV block stages them in.
+bool gemv_norm_fits(int n_rows, int k);
+// launch_gemv_bf16 (y = (accumulate ? y : 0) + alpha x w^T) with f's prologue and epilogue.
+void launch_gemv_fused(const uint16_t* w, const uint16_t* x, float* y, int n_rows, int n, int k, bool accumulate,
+                       float alpha, const GemvFuse& f, cudaStream_t s);
+// MoE decode, gate|up then activation: act[r, i] = bf16(silu(g) * u) with g = w_e[i] . x_r,
+// u = w_e[ffn + i] . x_r, e = experts[r], x_r = x row r / x_div (or, with norm.norm_x, that
+// row normalised in the prologue): what launch_gemv_gathered_bf16 + launch_silu_mul_bf16 give.
+// w: [n_experts][2 ffn, k] bf16; experts: [n_rows]; x: [n_rows / x_div, k]; act: [n_rows, ffn]
+void launch_gemv_gate_up_act(const uint16_t* w, size_t expert_stride, const int32_t* experts, const uint16_t* x,
+                             int x_div, const GemvFuse& norm, uint16_t* act, int n_rows, int ffn, int k,
+                             cudaStream_t s);
+// MoE decode, down then combine: x[t, :] += alpha * sum_j weights[t, j] * (w_e act[t * top_k +
+// j]^T), e = experts[t * top_k + j], the choices summed in order j = 0, 1, ... as
+// launch_moe_combine does (top_k <= kGemvDownCombineMaxK: the choices of a row go to the warps
+// of one block). w: [n_experts][n, k] bf16; experts, weights: [n_tokens, top_k];
+// act: [n_tokens * top_k, k] bf16; x: [n_tokens, n] fp32
+constexpr int kGemvDownCombineMaxK = 8;
+void launch_gemv_down_combine(const uint16_t* w, size_t expert_stride, const int32_t* experts, const float* weights,
+                              const uint16_t* act, int n_tokens, int top_k, int n, int k, float alpha, float* x,
+                              cudaStream_t s);
+
 }  // namespace ninfer::cuda
