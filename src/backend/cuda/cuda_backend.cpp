@@ -161,10 +161,10 @@ class CudaBackend final : public Backend, private LayerOps {
     mode_ = mode_from_env(opt);
     use_gemv_ = env_switch("NINFER_CUDA_GEMV");
     use_graphs_ = env_switch("NINFER_CUDA_GRAPHS");
-    fuse_norm_ = env_switch("NINFER_CUDA_FUSE_NORM");
-    fuse_route_ = env_switch("NINFER_CUDA_FUSE_ROUTE");
-    fuse_act_ = env_switch("NINFER_CUDA_FUSE_ACT");
-    fuse_combine_ = env_switch("NINFER_CUDA_FUSE_COMBINE");
+    fuse_norm_ = env_switch("NINFER_CUDA_FUSE_NORM", false);
+    fuse_route_ = env_switch("NINFER_CUDA_FUSE_ROUTE", false);
+    fuse_act_ = env_switch("NINFER_CUDA_FUSE_ACT", false);
+    fuse_combine_ = env_switch("NINFER_CUDA_FUSE_COMBINE", false);
     kd_ = cuda_kv_head_dim(c_.head_dim);
     if (kd_ == 0)
       fail("the CUDA backend supports head_dim 64, 128, 256 and 96 (run as 128); {} has head_dim {} (use --device cpu)",
@@ -617,7 +617,8 @@ class CudaBackend final : public Backend, private LayerOps {
   CudaGemmMode mode_ = CudaGemmMode::Bf16;
   bool use_gemv_ = true;
   bool use_graphs_ = true;
-  bool fuse_norm_ = true, fuse_route_ = true, fuse_act_ = true, fuse_combine_ = true;  // NINFER_CUDA_FUSE_*
+  // NINFER_CUDA_FUSE_*: off by default until they have run on a GPU (written 2026-12-07 without one)
+  bool fuse_norm_ = false, fuse_route_ = false, fuse_act_ = false, fuse_combine_ = false;
   const float* pend_norm_w_ = nullptr;  // a deferred norm X -> H: its weight (norm())
   bool pend_stale_ = false;             // X has changed since
   cudaGraphExec_t graph_exec_ = nullptr;
