@@ -1,6 +1,6 @@
 #!/bin/bash
 # One GPU session on a fresh machine, from the repository root (see docs/GPU.md):
-#   bench/gpu_session.sh STAGE...      stages: build prebuilt test ptest retest attn attnenv ab pipes splits pattn psdpa sdpa e2e e2ec ctxmax serve ncu ncuc ncub1 pack
+#   bench/gpu_session.sh STAGE...      stages: build prebuilt test ptest retest attn attnenv ab pipes splits pattn psdpa sdpa e2e e2ec ctxmax serve pending ncu ncuc ncub1 pack
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
@@ -301,6 +301,31 @@ for stage in "$@"; do
     fi
     kill $spid; wait $spid 2>/dev/null
     stamp "serve done" ;;
+  pending)
+    # What the 2026-12-07 session wrote without a GPU (none could be started): the head_dim-96
+    # padding, the fused decode GEMVs (NINFER_CUDA_FUSE_*, off by default) and the sm_90 prefill
+    # ping-pong / three-stage ring (off by default). Their tests first, then the A/Bs that decide
+    # the defaults: prefill variants against SDPA cuDNN, MoE decode with the fusions off and on
+    # (PENDING_MOE: a config directory, e.g. Qwen3-30B-A3B cut to 12 layers, with a tokenizer.json).
+    stamp pending
+    timeout 200 "$BIN/test_cuda" --gtest_color=no \
+      --gtest_filter='*HeadPad*:*Tiny*:*HeadDim*:*GemvFused*:*FusionsChangeNoBit*:CudaOps*' > "$OUT/pending_tests.log" 2>&1
+    echo "pending tests exit $?" | tee -a "$OUT/session.log"
+    grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|Failure|Expected|Which is" "$OUT/pending_tests.log" | head -30
+    NINFER_CUDA_PREFILL_PIPE=1 NINFER_CUDA_PREFILL_PINGPONG=1 NINFER_CUDA_PREFILL_DEEP=1 bash "$0" ptest
+    P=NINFER_CUDA_PREFILL_PIPE=1,NINFER_CUDA_PREFILL_PINGPONG=1
+    PV_PASSES=2 NINFER_BIN_DIR="$BIN" bash bench/prefill_variants.sh base pipe=NINFER_CUDA_PREFILL_PIPE=1 pp=$P \
+      ppd=$P,NINFER_CUDA_PREFILL_DEEP=1
+    PATTN_SHAPES="32/8/128 16/2/256" PATTN_CTX="4096 32768" bash "$0" psdpa > /dev/null 2>&1
+    python3 bench/compare_prefill_attention.py "$OUT/sdpa_prefill.json" "$OUT/pvar.jsonl" | tee "$OUT/pvar_table.txt"
+    if [ -n "${PENDING_MOE:-}" ]; then
+      for f in 0 1; do
+        NINFER_CUDA_FUSE_NORM=$f NINFER_CUDA_FUSE_ROUTE=$f NINFER_CUDA_FUSE_ACT=$f NINFER_CUDA_FUSE_COMBINE=$f \
+          timeout 200 "$BIN/ninfer" bench -m "$PENDING_MOE" --random-weights 1 --device cuda --kv-dtype bf16 \
+          --prompt 512 --gen 64 --depth 128 --chunk 512 > "$OUT/moe_fuse$f.txt" 2>&1
+        echo "MoE decode, fusions $f: exit $?"; grep -iE "decode|limit" "$OUT/moe_fuse$f.txt" | tail -3
+      done
+    fi ;;
   ncu)
     stamp ncu
     timeout 200 ncu --clock-control none -k regex:paged_attention --launch-skip 3 --launch-count 1 \
