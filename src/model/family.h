@@ -16,6 +16,8 @@
 // changes X again (the CUDA backend defers a decode norm into the GEMVs that read it and fails
 // on a read of H after X has changed).
 #pragma once
+#include <functional>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,7 +101,12 @@ std::string supported_architectures();  // "A, B, ..." for errors
 // Shared pieces of the families' config readers (families/common.cpp).
 // The per-layer window from `sliding_window` and `layer_types` (or a pattern), and the
 // standard pre-norm MLP fields.
-void parse_layer_windows(const ConfigReader& r, ModelConfig& c, bool use_window, bool read_layer_types = true);
+void parse_layer_windows(const ConfigReader& r, ModelConfig& c, bool use_window, bool use_layer_types = true);
+// config.json's `layer_types`: a list of num_hidden_layers entries, each one of `kinds` (in
+// that order in errors); calls on_layer(layer, the entry's index in kinds). An error names the
+// field and the entry. Callers check r.has("layer_types") first.
+void read_layer_types(const ConfigReader& r, const ModelConfig& c, std::initializer_list<std::string_view> kinds,
+                      const std::function<void(int layer, int kind)>& on_layer);
 // Qwen-style MoE placement: layer l is sparse unless listed in `mlp_only_layers` or
 // (l + 1) % decoder_sparse_step != 0 (Qwen3-MoE, Qwen3-Next).
 void parse_sparse_layers(const ConfigReader& r, ModelConfig& c);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include <fmt/ranges.h>
+
 #include "core/error.h"
 #include "model/config_reader.h"
 #include "model/family.h"
@@ -10,21 +12,28 @@
 
 namespace ninfer {
 
-void parse_layer_windows(const ConfigReader& r, ModelConfig& c, bool use_window, bool read_layer_types) {
+void read_layer_types(const ConfigReader& r, const ModelConfig& c, std::initializer_list<std::string_view> kinds,
+                      const std::function<void(int layer, int kind)>& on_layer) {
+  const auto& lt = r.j["layer_types"];
+  if (!lt.is_array() || int(lt.size()) != c.n_layers)
+    r.bad("layer_types", fmt::format("must be a list of {} layer types (num_hidden_layers)", c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    const auto& t = lt[size_t(l)];
+    const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
+    const auto it = std::find(kinds.begin(), kinds.end(), s);
+    if (it == kinds.end())
+      r.bad("layer_types", fmt::format("entry {} is '{}'; supported: {}", l, s, fmt::join(kinds, ", ")));
+    on_layer(l, int(it - kinds.begin()));
+  }
+}
+
+void parse_layer_windows(const ConfigReader& r, ModelConfig& c, bool use_window, bool use_layer_types) {
   const int sw = use_window && r.has("sliding_window") ? r.get_int("sliding_window") : 0;
-  if (read_layer_types && r.has("layer_types")) {
-    const auto& lt = r.j["layer_types"];
-    if (!lt.is_array() || int(lt.size()) != c.n_layers)
-      r.bad("layer_types", fmt::format("must be a list of {} layer types (num_hidden_layers)", c.n_layers));
-    for (int l = 0; l < c.n_layers; ++l) {
-      const auto& t = lt[size_t(l)];
-      const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
-      if (s == "sliding_attention") {
-        c.layers[size_t(l)].window = sw;  // a sliding layer of a config without a window attends to all keys
-      } else if (s != "full_attention") {
-        r.bad("layer_types", fmt::format("entry {} is '{}'; supported: sliding_attention, full_attention", l, s));
-      }
-    }
+  if (use_layer_types && r.has("layer_types")) {
+    // A sliding layer of a config without a window attends to all keys.
+    read_layer_types(r, c, {"sliding_attention", "full_attention"}, [&](int l, int kind) {
+      if (kind == 0) c.layers[size_t(l)].window = sw;
+    });
     return;
   }
   for (LayerSpec& l : c.layers) l.window = sw;

@@ -30,7 +30,7 @@ void parse(const ConfigReader& r, ModelConfig& c) {
     }
   } else {
     // Mistral and Phi-3 slide on every layer when sliding_window is set (layer_types unread).
-    parse_layer_windows(r, c, a != "LlamaForCausalLM", /*read_layer_types=*/false);
+    parse_layer_windows(r, c, a != "LlamaForCausalLM", /*use_layer_types=*/false);
   }
   if (a == "GraniteForCausalLM") {
     c.embed_scale = float(r.get_num("embedding_multiplier"));

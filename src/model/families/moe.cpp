@@ -22,7 +22,7 @@ void parse(const ConfigReader& r, ModelConfig& c) {
     c.n_experts = r.get_int("num_local_experts");
     c.moe_ffn = c.ffn;
     c.norm_topk = true;
-    parse_layer_windows(r, c, true, /*read_layer_types=*/false);
+    parse_layer_windows(r, c, true, /*use_layer_types=*/false);
     for (LayerSpec& l : c.layers) l.moe = true;
   } else {
     c.n_experts = r.has("num_experts") ? r.get_int("num_experts") : r.get_int("num_local_experts");

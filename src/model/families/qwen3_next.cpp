@@ -41,17 +41,9 @@ const char* defaults(const std::string& arch) {
 
 void parse_layer_types(const ConfigReader& r, ModelConfig& c) {
   if (r.has("layer_types")) {
-    const auto& lt = r.j["layer_types"];
-    if (!lt.is_array() || int(lt.size()) != c.n_layers)
-      r.bad("layer_types", fmt::format("must be a list of {} layer types (num_hidden_layers)", c.n_layers));
-    for (int l = 0; l < c.n_layers; ++l) {
-      const auto& t = lt[size_t(l)];
-      const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
-      if (s == "linear_attention")
-        c.layers[size_t(l)].mixer = Mixer::DeltaNet;
-      else if (s != "full_attention")
-        r.bad("layer_types", fmt::format("entry {} is '{}'; supported: linear_attention, full_attention", l, s));
-    }
+    read_layer_types(r, c, {"linear_attention", "full_attention"}, [&](int l, int kind) {
+      if (kind == 0) c.layers[size_t(l)].mixer = Mixer::DeltaNet;
+    });
   } else {
     const int every = r.get_int_or("full_attention_interval", 4);
     for (int l = 0; l < c.n_layers; ++l)
