@@ -97,24 +97,6 @@ TEST(CudaMoeFused, NormGemvMatchesSeparateAndFp64) {
   }
 }
 
-// CPU routing of one token's logits (cpu_backend.cpp moe): fp32 softmax with a double sum,
-// stable sort, top k, renormalised when norm.
-void cpu_route(const float* lg, int E, int k, bool norm, int32_t* ids, float* w) {
-  const float mx = *std::max_element(lg, lg + E);
-  std::vector<float> p(static_cast<size_t>(E));
-  double sum = 0;
-  for (int e = 0; e < E; ++e) sum += (p[size_t(e)] = std::exp(lg[e] - mx));
-  for (float& v : p) v = float(v / sum);
-  std::vector<int> idx(static_cast<size_t>(E));
-  std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return p[size_t(a)] > p[size_t(b)]; });
-  float top = 0;
-  for (int j = 0; j < k; ++j) top += p[size_t(idx[size_t(j)])];
-  for (int j = 0; j < k; ++j) {
-    ids[j] = idx[size_t(j)];
-    w[j] = norm ? p[size_t(idx[size_t(j)])] / top : p[size_t(idx[size_t(j)])];
-  }
-}
 
 // Routing by the router GEMV's last block: the same ids and weights (bits) as the routing
 // kernel on the same logits, the CPU's choice on them, and a counter left at 0 (each case
@@ -184,7 +166,7 @@ TEST(CudaMoeFused, RouteInRouterGemvMatchesSeparateAndCpu) {
       for (int t = 0; t < rows; ++t) {
         std::vector<int32_t> cid(static_cast<size_t>(K));
         std::vector<float> cw(static_cast<size_t>(K));
-        cpu_route(got_lg.data() + size_t(t) * E, E, K, norm, cid.data(), cw.data());
+        cpu::moe_route(got_lg.data() + size_t(t) * E, E, K, norm, cid.data(), cw.data());
         for (int j = 0; j < K; ++j) {
           const size_t i = size_t(t) * K + j;
           ASSERT_EQ(got_ids[i], ids_want[i]) << "token " << t << " choice " << j << " launch " << rep;

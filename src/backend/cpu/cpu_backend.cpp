@@ -533,22 +533,11 @@ void CpuBackend::moe(float alpha) {
   std::vector<float> logits(size_t(T_) * E);
   W.proj[size_t(Proj::Router)].apply(h_.data(), logits.data(), T_, fast());
   std::vector<std::vector<std::pair<int, float>>> routed(static_cast<size_t>(E));  // expert -> (token, weight)
+  std::vector<int32_t> ids(static_cast<size_t>(K));
+  std::vector<float> w(static_cast<size_t>(K));
   for (int t = 0; t < T_; ++t) {
-    const float* lg = logits.data() + size_t(t) * E;
-    const float mx = *std::max_element(lg, lg + E);
-    std::vector<float> p(static_cast<size_t>(E));
-    double sum = 0;
-    for (int e = 0; e < E; ++e) sum += (p[size_t(e)] = std::exp(lg[e] - mx));
-    for (float& v : p) v = float(v / sum);
-    std::vector<int> idx(static_cast<size_t>(E));
-    std::iota(idx.begin(), idx.end(), 0);
-    std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return p[size_t(a)] > p[size_t(b)]; });
-    float top = 0;
-    for (int k = 0; k < K; ++k) top += p[size_t(idx[size_t(k)])];
-    for (int k = 0; k < K; ++k) {
-      const int e = idx[size_t(k)];
-      routed[size_t(e)].push_back({t, c_.norm_topk ? p[size_t(e)] / top : p[size_t(e)]});
-    }
+    cpu::moe_route(logits.data() + size_t(t) * E, E, K, c_.norm_topk, ids.data(), w.data());
+    for (int k = 0; k < K; ++k) routed[size_t(ids[size_t(k)])].push_back({t, w[size_t(k)]});
   }
   std::vector<float> xin, gu, act, y;
   for (int e = 0; e < E; ++e) {

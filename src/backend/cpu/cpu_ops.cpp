@@ -1,3 +1,4 @@
+#include <numeric>
 #include "backend/cpu/cpu_ops.h"
 
 #include <algorithm>
@@ -176,6 +177,23 @@ void gelu_tanh_mul(const float* gate, const float* up, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = 0.5f * g * (1.0f + std::tanh(k * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
+void moe_route(const float* lg, int E, int k, bool norm, int32_t* ids, float* w) {
+  const float mx = *std::max_element(lg, lg + E);
+  std::vector<float> p(static_cast<size_t>(E));
+  double sum = 0;
+  for (int e = 0; e < E; ++e) sum += (p[size_t(e)] = std::exp(lg[e] - mx));
+  for (float& v : p) v = float(v / sum);
+  std::vector<int> idx(static_cast<size_t>(E));
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return p[size_t(a)] > p[size_t(b)]; });
+  float top = 0;
+  for (int j = 0; j < k; ++j) top += p[size_t(idx[size_t(j)])];
+  for (int j = 0; j < k; ++j) {
+    ids[j] = idx[size_t(j)];
+    w[j] = norm ? p[size_t(idx[size_t(j)])] / top : p[size_t(idx[size_t(j)])];
   }
 }
 

@@ -27,6 +27,11 @@ void rope_inplace(float* x, int n_heads, int head_dim, int pos, const float* inv
                   float attention_factor = 1.0f);
 
 // out[i] = silu(gate[i]) * up[i]
+// MoE routing of one token: softmax of its n_experts router logits (fp32 values, a double
+// sum), the k largest in a stable order (ties: the lower expert first), their weights
+// renormalised to sum to 1 when norm. ids, w: [k].
+void moe_route(const float* logits, int n_experts, int k, bool norm, int32_t* ids, float* w);
+
 void silu_mul(const float* gate, const float* up, float* out, size_t n);
 
 // out[i] = gelu_tanh(gate[i]) * up[i]  (transformers' gelu_pytorch_tanh)
