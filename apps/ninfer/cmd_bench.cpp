@@ -3,9 +3,11 @@
 // the table is printed last; --json also prints one JSON document before it.
 //
 // Model mode: prefill = one sequence of --prompt random tokens fed in --chunk sized forward
-// calls (median of --repeats after one warm-up); decode = --batch sequences, each first
-// prefilled to --depth tokens, then --gen steps of one token per sequence (median step time;
-// two warm-up steps). On the GPU it also prints the memory-bandwidth limit of a decode step:
+// calls (median of --repeats after one warm-up); decode, for each entry of the --batch list
+// (e.g. 1,8,32,max; `max`: as many sequences as the KV pool holds), that many sequences, each
+// first prefilled to --depth tokens, then --gen steps of one token per sequence (median step
+// time; two warm-up steps), the sequences freed before the next entry; an entry the pool cannot
+// hold is reported as not fitting. One engine (one weight upload) serves the whole list. On the GPU it also prints the memory-bandwidth limit of a decode step:
 // (weight bytes + KV bytes the step reads) / measured copy bandwidth; of a mixture of experts
 // only the experts the step's tokens choose count (read_weight_fraction).
 //
@@ -82,6 +84,9 @@ double median(std::vector<double> v) {
 struct BenchCmd {
   std::string model_dir, device = "auto", kv_dtype = "bf16", weights = "bf16";
   int threads = 0, prompt = 512, gen = 32, depth = 0, batch = 1, repeats = 3, chunk = 2048;
+  // Model mode: the --batch list (0: `max`, as many sequences as the KV pool holds); `batch` is
+  // its largest explicit entry (1 when the list is only `max`).
+  std::vector<int> batches{1};
   int fill_from = 0;
   int64_t max_context = 0;  // 0: what the run's own flags need (+ one page)
   int prefix_ttft = 0;  // > 0: time to first token of a prompt this long, cold and from the prefix cache
@@ -191,6 +196,42 @@ void run_attention(const BenchCmd& c) {
   return 1.0 - unread / double(c.n_params());
 }
 
+// `--batch max` plans the CPU's automatic pool for this many sequences.
+constexpr int kMaxBenchBatch = 256;
+
+// One decode measurement of the model mode: `asked` is the --batch entry (0: max), `batch` the
+// sequences decoded together; a batch whose sequences the KV pool cannot hold is reported, not run.
+struct DecodeRow {
+  int asked, batch;
+  double step_ms, tps;
+  double step_bytes, limit_ms;  // the bandwidth limit (GPU only; 0 elsewhere)
+  bool fits;
+};
+
+// "1,8,max" for the table's header.
+std::string batch_names(const std::vector<int>& batches) {
+  std::string s;
+  for (int b : batches) s += (s.empty() ? "" : ",") + (b == 0 ? std::string("max") : std::to_string(b));
+  return s;
+}
+
+// The model mode's --batch: positive integers and `max` (0), comma-separated.
+std::vector<int> parse_batch_list(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item == "max") {
+      out.push_back(0);
+      continue;
+    }
+    const auto v = parse_int_list(item, "--batch");
+    out.push_back(v[0]);
+  }
+  if (out.empty()) fail("--batch is empty");
+  return out;
+}
+
 // --prefix-ttft: the first token of the same prompt, cold and then from the prefix cache.
 void run_prefix_ttft(const BenchCmd& c) {
   if (c.model_dir.empty()) fail("bench: -m/--model is required (or use --attention)");
@@ -281,6 +322,10 @@ void run_model(const BenchCmd& c) {
   if (c.once && (c.depth > 0 || c.max_depth || c.fill_from > 0 || c.batch != 1 || c.prompt < 1))
     fail("bench: --once decodes on the prompt's own sequence: it takes --prompt N (N >= 1) and --gen, not --depth, "
          "--max-depth, --fill-from or --batch > 1");
+  const bool has_max = std::find(c.batches.begin(), c.batches.end(), 0) != c.batches.end();
+  if ((c.max_depth || c.once) && c.batches.size() != 1)
+    fail("bench: --max-depth and --once take one --batch value, not a list");
+  if ((c.max_depth || c.once) && has_max) fail("bench: --batch max does not combine with --max-depth or --once");
   if (c.max_depth && c.max_context > 0)
     fail("bench: --max-depth sets the context to what the KV pool holds; give --max-context or --max-depth, not both");
   if (c.fill_from > 0 && !c.max_depth && c.fill_from > c.depth)
@@ -306,9 +351,13 @@ void run_model(const BenchCmd& c) {
     resolve_max_context(o, longest, longest + 64,
                         fmt::format("the {} tokens --prompt/--depth/--gen need", longest));
     o.allow_long_context = true;  // the lengths are this tool's own flags (a warning names them)
-    o.kv_capacity = (o.max_context + 64) * std::max(1, c.batch);
+    // `--batch max`: the automatic pool (all the device memory, or --memory-budget's); else
+    // what the largest batch needs.
+    o.kv_capacity = has_max ? 0 : (o.max_context + 64) * std::max(1, c.batch);
   }
-  o.max_sequences = c.batch;
+  // NOTE: on the CPU the automatic pool is max-context x max_sequences; `max` plans for up to
+  // kMaxBenchBatch sequences there (the GPU's pool takes the memory either way).
+  o.max_sequences = has_max ? std::max(c.batch, kMaxBenchBatch) : c.batch;
   o.prefill_chunk = c.chunk;
   auto eng = Engine::create(c.model_dir, o);
   const ModelConfig& cfg = eng->config();
@@ -354,7 +403,8 @@ void run_model(const BenchCmd& c) {
     }
     return median(steps) * 1e3;
   };
-  double prefill_tps = 0, prefill_s = 0, step_ms = 0, decode_tps = 0, decode_wall_s = 0;
+  double prefill_tps = 0, prefill_s = 0, decode_wall_s = 0;
+  std::vector<DecodeRow> rows;  // one per --batch entry (decode only)
   if (c.once) {
     const std::vector<int32_t> ids = random_tokens(c.prompt);
     std::fprintf(stderr, "bench: prefill %d tokens once, then %d decode steps on the same sequence\n", c.prompt,
@@ -366,20 +416,14 @@ void run_model(const BenchCmd& c) {
     prefill_s = std::chrono::duration<double>(t1 - t0).count();
     prefill_tps = c.prompt / prefill_s;
     if (c.gen > 0) {
-      step_ms = time_steps({s});
-      decode_tps = 1e3 / step_ms;
+      const double step_ms = time_steps({s});
+      rows.push_back(DecodeRow{1, 1, step_ms, 1e3 / step_ms, 0, 0, true});
       decode_wall_s = std::chrono::duration<double>(Clock::now() - t1).count();
     }
     depth = c.prompt;
     out["depth"] = depth;
     out["prefill_seconds"] = prefill_s;
     out["prefill_tokens_per_s"] = prefill_tps;
-    if (c.gen > 0) {
-      out["decode_step_ms"] = step_ms;
-      out["decode_tokens_per_s"] = decode_tps;
-      out["decode_context"] = depth + c.gen / 2;
-      out["decode_wall_seconds"] = decode_wall_s;
-    }
     out["wall_seconds"] = prefill_s + decode_wall_s;
   } else {
     if (c.prompt > 0) {
@@ -402,25 +446,37 @@ void run_model(const BenchCmd& c) {
     }
     if (c.gen > 0) {
       const int ctx0 = std::max(depth, 1);
-      std::vector<int32_t> seqs;
-      for (int b = 0; b < c.batch; ++b) {
-        const int32_t s = eng->new_sequence();
-        if (c.fill_from > 0) {
-          std::fprintf(stderr, "bench: prefill %d tokens, then repeat their pages to depth %d, sequence %d/%d\n",
-                       c.fill_from, ctx0, b + 1, c.batch);
-          eng->prefill(s, random_tokens(c.fill_from), logits);
-          eng->extend_by_repeating(s, ctx0);
-        } else {
-          std::fprintf(stderr, "bench: prefill depth %d for sequence %d/%d\n", ctx0, b + 1, c.batch);
-          eng->prefill(s, random_tokens(ctx0), logits);
+      // Pages one sequence takes: its depth, the timed steps and two warm-ups.
+      const int64_t seq_pages = (int64_t(ctx0) + c.gen + 2 + kPageSize - 1) / kPageSize;
+      const int64_t fits = int64_t(eng->kv_capacity_tokens() / kPageSize) / seq_pages;
+      for (int want : c.batches) {
+        const int b = want == 0 ? int(std::min<int64_t>(fits, 1 << 20)) : want;
+        DecodeRow row{want, b, 0, 0, 0, 0, b >= 1 && b <= fits};
+        if (!row.fits) {
+          std::fprintf(stderr, "bench: batch %d at depth %d does not fit the KV pool (%lld tokens: %lld sequences)\n", b,
+                       ctx0, (long long)eng->kv_capacity_tokens(), (long long)fits);
+          rows.push_back(row);
+          continue;
         }
-        seqs.push_back(s);
+        std::vector<int32_t> seqs;
+        for (int i = 0; i < b; ++i) {
+          const int32_t s = eng->new_sequence();
+          if (c.fill_from > 0) {
+            std::fprintf(stderr, "bench: prefill %d tokens, then repeat their pages to depth %d, sequence %d/%d\n",
+                         c.fill_from, ctx0, i + 1, b);
+            eng->prefill(s, random_tokens(c.fill_from), logits);
+            eng->extend_by_repeating(s, ctx0);
+          } else {
+            std::fprintf(stderr, "bench: prefill depth %d for sequence %d/%d\n", ctx0, i + 1, b);
+            eng->prefill(s, random_tokens(ctx0), logits);
+          }
+          seqs.push_back(s);
+        }
+        row.step_ms = time_steps(seqs);
+        row.tps = b / (row.step_ms * 1e-3);
+        for (int32_t s : seqs) eng->free_sequence(s);
+        rows.push_back(row);
       }
-      step_ms = time_steps(seqs);
-      decode_tps = c.batch / (step_ms * 1e-3);
-      out["decode_step_ms"] = step_ms;
-      out["decode_tokens_per_s"] = decode_tps;
-      out["decode_context"] = ctx0 + c.gen / 2;
     }
   }
   // Peak memory: the host's resident set (ru_maxrss, KiB on Linux) and the device memory in use
@@ -436,44 +492,77 @@ void run_model(const BenchCmd& c) {
     device_total_gib = double(mi.total) / double(1ull << 30);
     out["device_memory_in_use_gib"] = device_used_gib;
   }
-  double limit_ms = 0, bw = 0, step_bytes = 0;
+  double bw = 0;
 #ifdef NINFER_HAVE_CUDA
   if (eng->backend().name() == "cuda" && c.gen > 0) {
     bw = cuda_copy_bandwidth();
+    out["copy_bandwidth_gbps"] = bw / 1e9;
     // NOTE: the bytes the GPU's pool holds per token (head_dim 96 stored as 128: kv/capacity.h).
     const double kv_tok = double(eng->backend().page_bytes(eng->kv_format())) / kPageSize;
     const double ctx_mean = std::max(depth, 1) + c.gen / 2.0;
-    step_bytes = double(eng->backend().memory().weights) * read_weight_fraction(cfg, c.batch) + c.batch * ctx_mean * kv_tok;
-    // NOTE: a decode step only reads; the copy bandwidth counts reads + writes, so the read
-    // rate of a copy is the same number (each byte copied is read once and written once at
-    // the same total rate).
-    limit_ms = step_bytes / bw * 1e3;
-    out["copy_bandwidth_gbps"] = bw / 1e9;
-    out["decode_step_bytes"] = step_bytes;
-    out["decode_limit_ms"] = limit_ms;
-    out["decode_vs_limit"] = step_ms / limit_ms;
+    for (DecodeRow& r : rows) {
+      if (!r.fits) continue;
+      r.step_bytes = double(eng->backend().memory().weights) * read_weight_fraction(cfg, r.batch) +
+                     r.batch * ctx_mean * kv_tok;
+      // NOTE: a decode step only reads; the copy bandwidth counts reads + writes, so the read
+      // rate of a copy is the same number (each byte copied is read once and written once at
+      // the same total rate).
+      r.limit_ms = r.step_bytes / bw * 1e3;
+    }
   }
 #endif
+  if (c.gen > 0) {
+    const int decode_ctx = std::max(depth, 1) + c.gen / 2;
+    json per_batch = json::array();
+    for (const DecodeRow& r : rows) {
+      json j{{"batch", r.batch}, {"fits", r.fits}};
+      if (r.asked == 0) j["batch_max"] = true;
+      if (r.fits) {
+        j["decode_step_ms"] = r.step_ms;
+        j["decode_tokens_per_s"] = r.tps;
+        j["decode_context"] = decode_ctx;
+        if (r.limit_ms > 0) {
+          j["decode_step_bytes"] = r.step_bytes;
+          j["decode_limit_ms"] = r.limit_ms;
+          j["decode_vs_limit"] = r.step_ms / r.limit_ms;
+        }
+      }
+      per_batch.push_back(j);
+    }
+    out["decode_batches"] = per_batch;
+    out["batch"] = rows.size() == 1 ? json(rows[0].batch) : json(batch_names(c.batches));
+    // One batch: its fields at the top level too (the document as before the list).
+    if (rows.size() == 1)
+      for (auto& [k, v] : per_batch[0].items())
+        if (k != "batch" && k != "fits" && k != "batch_max") out[k] = v;
+    if (c.once) out["decode_wall_seconds"] = decode_wall_s;
+  }
   if (c.json_out) std::printf("%s\n", out.dump().c_str());
   // With --json, stdout holds the JSON alone; the table goes to stderr (as kv-plan does).
   FILE* tout = c.json_out ? stderr : stdout;
-  std::fprintf(tout, "bench | %s | backend %s | kv %s | batch %d\n", c.model_dir.c_str(), eng->backend().name().c_str(),
-              c.kv_dtype.c_str(), c.batch);
+  std::fprintf(tout, "bench | %s | backend %s | kv %s | batch %s\n", c.model_dir.c_str(), eng->backend().name().c_str(),
+              c.kv_dtype.c_str(), batch_names(c.batches).c_str());
   std::fprintf(tout, "%s%s\n", eng->capacity_line().c_str(),
               c.fill_from > 0 ? fmt::format(" | depth filled from {} prefilled tokens", c.fill_from).c_str() : "");
-  std::fprintf(tout, "%-10s %10s %12s %14s %14s %10s\n", "phase", "tokens", "ctx", "median", "tokens/s", "vs limit");
+  std::fprintf(tout, "%-10s %6s %10s %12s %14s %14s %10s\n", "phase", "batch", "tokens", "ctx", "median", "tokens/s",
+              "vs limit");
   if (c.prompt > 0)
-    std::fprintf(tout, "%-10s %10d %12d %12.1f ms %14.1f %10s\n", "prefill", c.prompt, c.prompt, prefill_s * 1e3, prefill_tps,
-                "-");
-  if (c.gen > 0) {
+    std::fprintf(tout, "%-10s %6d %10d %12d %12.1f ms %14.1f %10s\n", "prefill", 1, c.prompt, c.prompt, prefill_s * 1e3,
+                prefill_tps, "-");
+  for (const DecodeRow& r : rows) {
+    if (!r.fits) {
+      std::fprintf(tout, "%-10s %6d   does not fit the KV pool at depth %d\n", "decode", r.batch, std::max(depth, 1));
+      continue;
+    }
     char lim[48] = "-";
-    if (limit_ms > 0) std::snprintf(lim, sizeof lim, "%.2fx", step_ms / limit_ms);
-    std::fprintf(tout, "%-10s %10d %12d %9.3f ms/step %14.1f %10s\n", "decode", c.gen * c.batch, std::max(depth, 1) + c.gen / 2,
-                step_ms, decode_tps, lim);
-    if (limit_ms > 0)
-      std::fprintf(tout, "limit: %.2f GB per step (weights + KV) / %.0f GB/s copy bandwidth = %.3f ms/step\n", step_bytes / 1e9,
-                  bw / 1e9, limit_ms);
+    if (r.limit_ms > 0) std::snprintf(lim, sizeof lim, "%.2fx", r.step_ms / r.limit_ms);
+    std::fprintf(tout, "%-10s %6d %10d %12d %9.3f ms/step %14.1f %10s\n", "decode", r.batch, c.gen * r.batch,
+                std::max(depth, 1) + c.gen / 2, r.step_ms, r.tps, lim);
   }
+  for (const DecodeRow& r : rows)
+    if (r.fits && r.limit_ms > 0)
+      std::fprintf(tout, "limit, batch %d: %.2f GB per step (weights + KV) / %.0f GB/s copy bandwidth = %.3f ms/step\n",
+                  r.batch, r.step_bytes / 1e9, bw / 1e9, r.limit_ms);
   if (c.once)
     std::fprintf(tout, "wall: prefill %.1f s + decode %.1f s (%d steps) = %.1f s\n", prefill_s, decode_wall_s,
                 c.gen > 0 ? c.gen + 2 : 0, prefill_s + decode_wall_s);
@@ -503,7 +592,9 @@ RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or dec
             ->capture_default_str());
   model(app->add_option("--gen", c->gen, "decode steps to time (0: skip)")->capture_default_str());
   model(app->add_option("--depth", c->depth, "context tokens before decoding starts")->capture_default_str());
-  app->add_option("--batch", c->batch_list, "sequences decoded together (default 1; --attention: a list, default 1,8)");
+  app->add_option("--batch", c->batch_list,
+                  "sequences decoded together, a list (default 1; --attention: default 1,8); without --attention "
+                  "`max` is as many as the KV pool holds at --depth");
   model(app->add_option("--prefix-ttft", c->prefix_ttft,
                         "time to first token of an N-token prompt cold, then sent again (served from the prefix "
                         "cache; median of --repeats)"));
@@ -549,12 +640,11 @@ RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or dec
         fail("bench --attention: --graph and --cold-l2 do not combine (the graph replays steps back to back)");
       run_attention(*c);
     } else {
-      const auto b = parse_int_list(c->batch_list.empty() ? "1" : c->batch_list, "--batch");
-      if (b.size() != 1) fail("--batch takes one value without --attention");
       BenchCmd m = *c;
-      m.batch = b[0];
+      m.batches = parse_batch_list(c->batch_list.empty() ? "1" : c->batch_list);
+      m.batch = std::max(1, *std::max_element(m.batches.begin(), m.batches.end()));
       if (m.prefix_ttft > 0) {
-        if (m.once || m.max_depth || m.depth > 0 || m.fill_from > 0 || m.batch != 1)
+        if (m.once || m.max_depth || m.depth > 0 || m.fill_from > 0 || m.batches != std::vector<int>{1})
           fail("bench: --prefix-ttft times one prompt: it does not combine with --once, --max-depth, --depth, "
                "--fill-from or --batch");
         run_prefix_ttft(m);

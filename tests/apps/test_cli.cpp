@@ -318,6 +318,40 @@ TEST(Cli, BenchMaxDepthFillsThePool) {
   expect_cli_error("bench --attention -m " + m, "--model does not apply with --attention");
 }
 
+// bench --batch LIST: one engine decodes each entry's sequences in turn; `max` is as many
+// sequences as the pool holds at the depth (pages of depth + gen + 2 warm-up tokens each), and an
+// entry past that is reported as not fitting instead of failing the run.
+TEST(Cli, BenchBatchListAndMax) {
+  NINFER_REQUIRE_MODEL("stories260k");
+  const std::string m = test::model_dir("stories260k").string();
+  // 258 MiB: ~1 MiB of KV after the 256 MiB headroom and the weights, a few dozen pages.
+  const auto j = run_json("bench -m " + m + " --device cpu --prompt 0 --gen 2 --depth 64 --batch 1,2,max,100000 "
+                          "--memory-budget 258MiB --json");
+  ASSERT_FALSE(j.is_discarded());
+  const auto& rows = j["decode_batches"];
+  ASSERT_EQ(rows.size(), 4u) << j.dump();
+  const int64_t pages = j["kv_capacity_tokens"].get<int64_t>() / 64;
+  const int64_t seq_pages = (64 + 2 + 2 + 63) / 64;
+  ASSERT_GE(pages / seq_pages, 3) << j.dump();
+  const int want[] = {1, 2, int(pages / seq_pages), 100000};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(rows[i]["batch"].get<int>(), want[i]) << rows[i].dump();
+    EXPECT_EQ(rows[i]["fits"].get<bool>(), i < 3) << rows[i].dump();
+    if (i < 3) {
+      const double ms = rows[i]["decode_step_ms"].get<double>();
+      EXPECT_GT(ms, 0.0);
+      EXPECT_NEAR(rows[i]["decode_tokens_per_s"].get<double>(), want[i] / (ms * 1e-3), 1e-6 * want[i] / (ms * 1e-3));
+      EXPECT_EQ(rows[i]["decode_context"].get<int>(), 64 + 1);
+    }
+  }
+  EXPECT_TRUE(rows[2].value("batch_max", false));
+  EXPECT_FALSE(j.contains("decode_step_ms")) << "a list has no single top-level decode time";
+  expect_cli_error("bench -m " + m + " --device cpu --batch 1,0", "--batch: '0' is not a positive integer");
+  expect_cli_error("bench -m " + m + " --device cpu --batch 2,many", "--batch: 'many'");
+  expect_cli_error("bench -m " + m + " --device cpu --once --prompt 8 --batch max", "--batch max");
+  expect_cli_error("bench -m " + m + " --device cpu --max-depth --prompt 0 --batch 1,2", "one --batch value");
+}
+
 // bench --once: one prefill of the whole prompt (no warm-up), then decode on that same sequence
 // (the context is the prompt's length), with wall time and peak memory; bad combinations name --once.
 TEST(Cli, BenchOnceDecodesOnThePromptsSequence) {
