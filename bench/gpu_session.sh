@@ -1,6 +1,6 @@
 #!/bin/bash
 # One GPU session on a fresh machine, from the repository root (see docs/GPU.md):
-#   bench/gpu_session.sh STAGE...      stages: build prebuilt test ptest retest attn attnenv ab pipes splits pattn psdpa sdpa e2e e2ec ctxmax serve pending ncu ncuc ncub1 pack
+#   bench/gpu_session.sh STAGE...      stages: build prebuilt test ptest retest attn attnenv ab pipes splits pattn psdpa sdpa e2e e2ec e2eb ctxmax serve pending ncu ncuc ncub1 pack
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
@@ -265,6 +265,25 @@ for stage in "$@"; do
       echo "e2e $f exit $?"; tail -4 "$OUT/e2e.txt"
     done
     stamp "e2ec done" ;;
+  e2eb)
+    # Batched decode at 32K depth (issue 28): per format of E2E_FORMATS, one process (one weight
+    # upload) decodes each of E2EB_BATCHES (default 1,8,32,64,128,max; max: the most sequences
+    # the pool holds) at E2EB_DEPTH (default 32768), the depth reached by repeating the pages of
+    # a 1024-token prefill; random weights of E2EB_CONFIG's shape (default the Llama-3.1-8B
+    # config under .carry/configs) -> $OUT/e2eb.jsonl and bench/batch_table.py's table.
+    stamp e2eb
+    cfg=${E2EB_CONFIG:-$ROOT/.carry/configs/Llama-3.1-8B}
+    : > "$OUT/e2eb.jsonl"
+    for f in $(echo "${E2E_FORMATS:-bf16,int8,int4,rk4v4-e8,rk2v4-e8}" | tr ',' ' '); do
+      args="--kv-dtype $f --prompt 0 --gen 32 --depth ${E2EB_DEPTH:-32768} --fill-from 1024 --chunk 1024 --batch ${E2EB_BATCHES:-1,8,32,64,128,max}"
+      echo "+ ninfer bench -m $cfg --random-weights 1 --device cuda --json $args" >> "$OUT/bench.log"
+      timeout "${E2EB_TIMEOUT:-200}" "$BIN/ninfer" bench -m "$cfg" --random-weights 1 --device cuda --json $args \
+        > "$OUT/e2eb_tmp.txt" 2>> "$OUT/bench.log"
+      echo "e2eb $f exit $?"; grep "^{" "$OUT/e2eb_tmp.txt" >> "$OUT/e2eb.jsonl"
+    done
+    rm -f "$OUT/e2eb_tmp.txt"
+    python3 bench/batch_table.py "$OUT/e2eb.jsonl" | tee "$OUT/e2eb_table.txt"
+    stamp "e2eb done" ;;
   ctxmax)
     stamp ctxmax
     CK=/tmp/llama3-8b-random

@@ -323,6 +323,7 @@ void run_model(const BenchCmd& c) {
     fail("bench: --once decodes on the prompt's own sequence: it takes --prompt N (N >= 1) and --gen, not --depth, "
          "--max-depth, --fill-from or --batch > 1");
   const bool has_max = std::find(c.batches.begin(), c.batches.end(), 0) != c.batches.end();
+  const bool auto_pool = has_max || c.batches.size() > 1;
   if ((c.max_depth || c.once) && c.batches.size() != 1)
     fail("bench: --max-depth and --once take one --batch value, not a list");
   if ((c.max_depth || c.once) && has_max) fail("bench: --batch max does not combine with --max-depth or --once");
@@ -351,9 +352,10 @@ void run_model(const BenchCmd& c) {
     resolve_max_context(o, longest, longest + 64,
                         fmt::format("the {} tokens --prompt/--depth/--gen need", longest));
     o.allow_long_context = true;  // the lengths are this tool's own flags (a warning names them)
-    // `--batch max`: the automatic pool (all the device memory, or --memory-budget's); else
-    // what the largest batch needs.
-    o.kv_capacity = has_max ? 0 : (o.max_context + 64) * std::max(1, c.batch);
+    // A list or `max`: the automatic pool (all the device memory, or --memory-budget's), and
+    // the entries it cannot hold are reported; one batch: what it needs (an error if that
+    // does not fit).
+    o.kv_capacity = auto_pool ? 0 : (o.max_context + 64) * std::max(1, c.batch);
   }
   // NOTE: on the CPU the automatic pool is max-context x max_sequences; `max` plans for up to
   // kMaxBenchBatch sequences there (the GPU's pool takes the memory either way).
