@@ -16,13 +16,17 @@ using nlohmann::json;
 std::vector<int32_t> ids_field(const json& v, const std::string& src, const char* k) {
   std::vector<int32_t> out;
   if (v.is_null()) return out;
+  // Token ids: integers in [0, INT32_MAX] (a wider integer would wrap in the conversion).
+  auto id = [&](const json& e) {
+    if (!e.is_number_integer() || (e.is_number_unsigned() ? e.get<uint64_t>() > uint64_t(INT32_MAX)
+                                                            : e.get<int64_t>() < 0 || e.get<int64_t>() > INT32_MAX))
+      fail("{}: '{}' must hold token ids (integers from 0 to {}), got {}", src, k, INT32_MAX, e.dump());
+    return int32_t(e.get<int64_t>());
+  };
   if (v.is_number_integer()) {
-    out.push_back(v.get<int32_t>());
+    out.push_back(id(v));
   } else if (v.is_array()) {
-    for (const json& e : v) {
-      if (!e.is_number_integer()) fail("{}: '{}' must hold integers, got {}", src, k, e.dump());
-      out.push_back(e.get<int32_t>());
-    }
+    for (const json& e : v) out.push_back(id(e));
   } else {
     fail("{}: '{}' must be an integer or a list of integers, got {}", src, k, v.dump());
   }

@@ -119,8 +119,7 @@ Tokenizer Tokenizer::from_files(const std::filesystem::path& tokenizer_json,
   TokenMap vocab;
   vocab.reserve(m["vocab"].size());
   for (const auto& [tokstr, id] : m["vocab"].items()) {
-    if (!id.is_number_integer()) fail("{}: model.vocab['{}'] is not an integer id", what, tokstr);
-    vocab.emplace(tokstr, id.get<int32_t>());
+    vocab.emplace(tokstr, tok::json_token_id(id, what, fmt::format("model.vocab['{}']", tokstr)));
   }
   std::vector<std::pair<std::string, std::string>> merges;
   if (m.contains("merges")) {
@@ -158,7 +157,7 @@ Tokenizer Tokenizer::from_files(const std::filesystem::path& tokenizer_json,
     for (const json& a : j["added_tokens"]) {
       if (!a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") || !a["content"].is_string())
         fail("{}: added_tokens entry {} needs an integer \"id\" and a string \"content\"", what, a.dump());
-      AddedToken t{a["id"].get<int32_t>(), a["content"].get<std::string>()};
+      AddedToken t{tok::json_token_id(a["id"], what, "added_tokens id"), a["content"].get<std::string>()};
       if (t.content.empty() || t.id < 0) fail("{}: added_tokens entry {} is empty or has a negative id", what, a.dump());
       t.special = a.value("special", false);
       t.lstrip = a.value("lstrip", false);

@@ -3,6 +3,7 @@
 #include "text/tokenizer_steps.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 
 #include <utf8proc.h>
@@ -12,6 +13,14 @@
 #include "text/utf8.h"
 
 namespace ninfer::tok {
+
+int32_t json_token_id(const json& v, std::string_view what, std::string_view field) {
+  if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(INT32_MAX)
+                                                          : v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX))
+    fail("{}: {} must be a token id (an integer from 0 to {}), got {}", what, field, INT32_MAX, v.dump());
+  return int32_t(v.get<int64_t>());
+}
+
 namespace {
 
 // The GPT-2 pre-tokenizer regex that ByteLevel applies when use_regex is true.
@@ -503,7 +512,10 @@ void PostProcessor::add(const json& j, std::string_view what) {
     auto ids_of = [&](const std::string& name) {
       if (!specials.contains(name) || !specials[name].contains("ids") || !specials[name]["ids"].is_array())
         fail("{}: post_processor TemplateProcessing uses '{}', which is not in special_tokens", what, name);
-      return specials[name]["ids"].get<std::vector<int32_t>>();
+      std::vector<int32_t> ids;
+      for (const json& id : specials[name]["ids"])
+        ids.push_back(json_token_id(id, what, fmt::format("post_processor special_tokens['{}'].ids", name)));
+      return ids;
     };
     // Items: {"SpecialToken": {"id": name}} / {"Sequence": {"id": "A"}}, or the string form
     // "<s> $A" / "$0".
@@ -544,7 +556,7 @@ void PostProcessor::add(const json& j, std::string_view what) {
     auto id_of = [&](const char* key) {
       if (!j.contains(key) || !j[key].is_array() || j[key].size() != 2)
         fail("{}: post_processor {} needs \"{}\": [token, id]", what, type, key);
-      return j[key][1].get<int32_t>();
+      return json_token_id(j[key][1], what, fmt::format("post_processor {}.{}[1]", type, key));
     };
     before.push_back(id_of("cls"));
     after.push_back(id_of("sep"));

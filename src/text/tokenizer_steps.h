@@ -24,6 +24,10 @@ namespace ninfer::tok {
 
 using json = nlohmann::json;
 
+// A token id field: an integer in [0, INT32_MAX] (not a float, not past int32: nlohmann's own
+// conversion of 1e308 to int is undefined behaviour); an Error naming `what` and `field` otherwise.
+int32_t json_token_id(const json& v, std::string_view what, std::string_view field);
+
 class Normalizer {
  public:
   // j is tokenizer.json's "normalizer" (null = none). `what` names the file.

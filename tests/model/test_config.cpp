@@ -76,6 +76,9 @@ TEST(Config, Errors) {
   // Found by fuzz_model_config: a number past double range threw nlohmann's out_of_range, which
   // escaped the parser as a foreign exception.
   expect_error(base_config("LlamaForCausalLM", R"(, "initializer_range": 1e400)"), "invalid JSON");
+  // Token ids past int32 would wrap in the conversion: refused naming the field.
+  expect_error(base_config("LlamaForCausalLM", R"(, "eos_token_id": [2, 4294967298])"), "'eos_token_id' must hold token ids");
+  expect_error(base_config("LlamaForCausalLM", R"(, "eos_token_id": -1)"), "'eos_token_id' must hold token ids");
   // Found by fuzz_model_config: query_pre_attn_scalar 0 gave an infinite score scale.
   expect_error(base_config("Gemma2ForCausalLM", R"(, "query_pre_attn_scalar": 0)"),
                "field 'query_pre_attn_scalar' must be a positive number, got 0");

@@ -77,6 +77,24 @@ TEST_F(TokenizerErrors, MalformedMerge) {
   EXPECT_ERROR_HAS(load_error(), "tokenizer.json", "model.merges entry 'a'");
 }
 
+// Token ids that are not int32 integers (fuzz_tokenizer_load, 2026-12-07: a special token's id
+// 1e308 reached nlohmann's float-to-int conversion, undefined behaviour under UBSan).
+TEST_F(TokenizerErrors, TokenIdsOutsideInt32AreNamed) {
+  write("tokenizer.json",
+        tokenizer(R"("post_processor": {"type": "TemplateProcessing", "single": "<s> $A", "special_tokens": )"
+                  R"({"<s>": {"id": "<s>", "ids": [1e308]}}})"));
+  EXPECT_ERROR_HAS(load_error(), "tokenizer.json", "special_tokens['<s>'].ids", "1e+308");
+  write("tokenizer.json", tokenizer(R"("post_processor": {"type": "BertProcessing", "cls": ["a", 2.5], "sep": ["b", 1]})"));
+  EXPECT_ERROR_HAS(load_error(), "tokenizer.json", "BertProcessing.cls[1]", "2.5");
+  write("tokenizer.json", tokenizer("", R"({"type": "BPE", "vocab": {"a": 4294967296, "b": 1}, "merges": []})"));
+  EXPECT_ERROR_HAS(load_error(), "tokenizer.json", "model.vocab['a']", "4294967296");
+  write("tokenizer.json", tokenizer("", R"({"type": "BPE", "vocab": {"a": -1, "b": 1}, "merges": []})"));
+  EXPECT_ERROR_HAS(load_error(), "tokenizer.json", "model.vocab['a']", "-1");
+  write("tokenizer.json", R"({"added_tokens": [{"id": 18446744073709551615, "content": "x"}], "model": )" +
+                              std::string(kModel) + "}");
+  EXPECT_ERROR_HAS(load_error(), "tokenizer.json", "added_tokens id", "18446744073709551615");
+}
+
 TEST_F(TokenizerErrors, UnsupportedNormalizer) {
   write("tokenizer.json", tokenizer(R"("normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKD"}, {"type": "Precompiled"}]})"));
   EXPECT_ERROR_HAS(load_error(), "tokenizer.json", "unsupported normalizer type 'Precompiled'");
