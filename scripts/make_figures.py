@@ -10,7 +10,9 @@ Needs matplotlib (Debian: `scripts/deps.sh --figures` installs python3-matplotli
   docs/data/quality_ref-qwen3-d256_gpu.jsonl  `ninfer perplexity --kl-ref bf16 --json` rows (H200)
   docs/data/decode_attention_h200_attn.jsonl  `ninfer bench --attention --json` (one document per line)
   docs/data/decode_attention_h200_sdpa.json   bench/sdpa_decode_attention.py's rows, same call
-Outputs: docs/capacity.png, docs/kl_vs_bits.png, docs/decode_attention.png.
+  docs/data/decode_batch_h200.jsonl        `ninfer bench --batch 1,8,...,max --json`, a document per
+                                           format (gpu_session.sh e2eb's e2eb.jsonl); optional
+Outputs: docs/capacity.png, docs/kl_vs_bits.png, docs/decode_attention.png, docs/decode_batch.png.
 """
 import argparse
 import json
@@ -158,6 +160,30 @@ def fig_decode_attention(plt, attn_docs, sdpa):
     return fig
 
 
+def fig_decode_batch(plt, runs):
+    """Decode tokens/s against the batch per format at one depth; each format's line ends at
+    the largest batch its KV fits (`max`)."""
+    fig, ax = plt.subplots(figsize=(6.0, 3.2))
+    for run in runs:
+        f = run["kv_dtype"]
+        pts = sorted((r["batch"], r["decode_tokens_per_s"]) for r in run["decode_batches"] if r["fits"])
+        if not pts:
+            continue
+        ax.plot([b for b, _ in pts], [t for _, t in pts], marker="o", markersize=3, label=f, color=COLORS.get(f))
+        b, t = pts[-1]
+        ax.annotate(f"{b}", (b, t), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("sequences decoded together (last point: the most the KV pool holds)", fontsize=8)
+    ax.set_ylabel("decode tokens/s", fontsize=8)
+    depth = runs[0]["depth"]
+    ax.set_title(f"Batched decode at {depth // 1024}K context, Llama-3.1-8B shape, H200", fontsize=9)
+    ax.tick_params(labelsize=8)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    return fig
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--capacity", metavar="NINFER", help="re-plan docs/data/capacity.json with this ninfer binary")
@@ -179,9 +205,13 @@ def main():
     attn = load_jsonl(os.path.join(DATA, "decode_attention_h200_attn.jsonl"))
     with open(os.path.join(DATA, "decode_attention_h200_sdpa.json")) as f:
         sdpa = json.load(f)
-    for name, fig in [("capacity.png", fig_capacity(plt, cap)),
-                      ("kl_vs_bits.png", fig_kl_vs_bits(plt, cap, quality)),
-                      ("decode_attention.png", fig_decode_attention(plt, attn, sdpa))]:
+    figs = [("capacity.png", fig_capacity(plt, cap)),
+            ("kl_vs_bits.png", fig_kl_vs_bits(plt, cap, quality)),
+            ("decode_attention.png", fig_decode_attention(plt, attn, sdpa))]
+    batch_path = os.path.join(DATA, "decode_batch_h200.jsonl")
+    if os.path.exists(batch_path):
+        figs.append(("decode_batch.png", fig_decode_batch(plt, load_jsonl(batch_path))))
+    for name, fig in figs:
         path = os.path.join(a.out, name)
         # NOTE: metadata without the matplotlib version or a date, so a re-run on the same data
         # gives the same bytes.
