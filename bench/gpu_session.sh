@@ -1,6 +1,6 @@
 #!/bin/bash
 # One GPU session on a fresh machine, from the repository root (see docs/GPU.md):
-#   bench/gpu_session.sh STAGE...      stages: build prebuilt test ptest retest attn attnenv ab pipes splits pattn psdpa sdpa e2e e2ec e2eb ctxmax serve pending ncu ncuc ncub1 pack
+#   bench/gpu_session.sh STAGE...      stages: build prebuilt test ptest retest attn attnenv ab pipes splits pattn psdpa sdpa e2e e2ec e2eb ctxmax serve serve8b pending ncu ncuc ncub1 pack
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
@@ -345,6 +345,31 @@ for stage in "$@"; do
         echo "MoE decode, fusions $f: exit $?"; grep -iE "decode|limit" "$OUT/moe_fuse$f.txt" | tail -3
       done
     fi ;;
+  serve8b)
+    # The GPU server under load (issue 28): random weights of SERVE8B_CONFIG's shape (default
+    # .carry/configs/Llama-3.1-8B), for each of SERVE8B_FORMATS (default rk2v4-e8,bf16):
+    # SERVE8B_REQUESTS (512) streamed requests from 256 concurrent clients, prompts of up to ~8K
+    # tokens (--max-filler 400, no shared first page), 128 tokens each (--ignore-eos)
+    # -> $OUT/serve8b_<format>.json (server_loadgen's JSON) and the server's stderr
+    stamp serve8b
+    cfg=${SERVE8B_CONFIG:-$ROOT/.carry/configs/Llama-3.1-8B}
+    for f in $(echo "${SERVE8B_FORMATS:-rk2v4-e8,bf16}" | tr ',' ' '); do
+      "$BIN/ninfer" serve -m "$cfg" --random-weights 1 --device cuda --kv-dtype "$f" --port 0 --max-context 16384 \
+        --max-concurrency 256 --max-queue 1024 --no-request-log 2> "$OUT/serve8b_${f}_stderr.txt" &
+      spid=$!
+      port=""
+      for i in $(seq 1 120); do
+        port=$(grep -o "listening on http://[^ ]*" "$OUT/serve8b_${f}_stderr.txt" | sed 's/.*://'); [ -n "$port" ] && break; sleep 1
+      done
+      echo "serve8b $f port ${port:-none} after ${i}s"; grep "^capacity" "$OUT/serve8b_${f}_stderr.txt"
+      if [ -n "$port" ]; then
+        timeout "${SERVE8B_TIMEOUT:-240}" "$ROOT/build-gpu/bin/server_loadgen" --port "$port" --requests "${SERVE8B_REQUESTS:-512}" \
+          --concurrency 256 --max-tokens 128 --ignore-eos --stream-only --max-filler 400 > "$OUT/serve8b_$f.json" 2>&1
+        echo "loadgen $f exit $?"; cut -c1-900 "$OUT/serve8b_$f.json"
+      fi
+      kill $spid; wait $spid 2>/dev/null
+    done
+    stamp "serve8b done" ;;
   ncu)
     stamp ncu
     timeout 200 ncu --clock-control none -k regex:paged_attention --launch-skip 3 --launch-count 1 \

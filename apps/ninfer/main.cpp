@@ -29,6 +29,9 @@ void EngineFlags::add(CLI::App* app, bool kv_flags) {
                   "weights in memory: bf16 (as the checkpoint stores them), or quantise a bf16 checkpoint's "
                   "projections at load: fp8 (e4m3, per-channel scales), int8 (per channel), int4 (group 128, zero points)")
       ->capture_default_str();
+  app->add_option("--random-weights", opt.random_weights_seed,
+                  "random bf16 weights of --model's config.json made in memory with this seed instead of its "
+                  "safetensors (speed and load runs of shapes without a checkpoint; the text is noise)");
   if (kv_flags) {
     app->add_option("--kv-dtype", opt.kv_dtype, "KV cache format: " + kv_format_names_joined())
         ->capture_default_str();

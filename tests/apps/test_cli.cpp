@@ -428,6 +428,15 @@ TEST(Cli, RandomWeightsInMemoryEqualTheWrittenCheckpoint) {
   EXPECT_EQ(j["random_weights_seed"].get<uint64_t>(), 7u);
   EXPECT_GT(j["prefill_tokens_per_s"].get<double>(), 0.0);
   expect_cli_error(bench, "safetensors");
+  // Every model command takes it (serve's load runs of real shapes): run on the config alone
+  // prints what run prints on the written checkpoint of the same seed.
+  std::string from_file, from_memory;
+  const std::string run = " --device cpu -p '' -n 6 --temp 0 2>/dev/null";  // BOS only: the tiny vocab is 256
+  ASSERT_EQ(test::run_command(ninfer_cmd("run -m " + written.string() + run), &from_file), 0) << from_file;
+  ASSERT_EQ(test::run_command(ninfer_cmd("run -m " + config_only.string() + " --random-weights 7" + run), &from_memory), 0)
+      << from_memory;
+  EXPECT_EQ(from_memory, from_file);
+  EXPECT_FALSE(from_file.empty());
   fs::remove_all(base);
 }
 

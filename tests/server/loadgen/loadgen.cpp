@@ -7,10 +7,13 @@
 //
 //   server_loadgen --port P [--host 127.0.0.1] [--api-key K] [--requests 300]
 //                  [--concurrency 16] [--max-tokens 32] [--seed 1] [--ignore-eos]
-//                  [--stream-only] [--idle N] [--health-ms MS]
+//                  [--stream-only] [--idle N] [--health-ms MS] [--max-filler N]
 // --idle N holds N connections open through the run (half never send a byte, half made one
 // keep-alive /health request first); --health-ms MS probes /health on a fresh connection every
 // MS during the run and reports its latency percentiles; --stream-only streams every request.
+// --max-filler N (default 7): prompts of 0..N filler sentences (~19 tokens each: N = 400 gives
+// prompts up to ~8K tokens); past 7 each prompt starts with its own request number, so no two
+// share a first KV page (long prompts measured without the prefix cache's help).
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -48,6 +51,7 @@ struct Options {
   bool stream_only = false;
   int idle = 0;
   int health_ms = 0;
+  int max_filler = 7;
 };
 
 struct Result {
@@ -66,8 +70,9 @@ json make_request(const Options& o, int i, bool* chat, bool* stream) {
   *chat = rng() % 4 != 0;      // 3/4 chat, 1/4 completions
   *stream = rng() % 2 == 0 || o.stream_only;  // half streamed
   const bool sampled = rng() % 3 == 0;
-  const int filler = int(rng() % 8);  // 0..7 sentences: prompts of ~30..150 tokens
+  const int filler = int(rng() % uint64_t(o.max_filler + 1));  // default 0..7 sentences: ~30..150 tokens
   std::string text;
+  if (o.max_filler > 7) text = "Request " + std::to_string(i) + " of the run. ";
   for (int k = 0; k < filler; ++k) text += kFiller;
   const char* name = kNames[rng() % 10];
   text += "The secret number for " + std::string(name) + " is " + std::to_string(rng() % 100000) +
@@ -232,16 +237,18 @@ int main(int argc, char** argv) {
     else if (a == "--stream-only") o.stream_only = true;
     else if (a == "--idle") o.idle = std::atoi(next().c_str());
     else if (a == "--health-ms") o.health_ms = std::atoi(next().c_str());
+    else if (a == "--max-filler") o.max_filler = std::atoi(next().c_str());
     else {
       std::fprintf(stderr, "unknown argument %s\nusage: server_loadgen --port P [--host H] [--api-key K] "
                            "[--requests N] [--concurrency C] [--max-tokens M] [--seed S] [--ignore-eos] [--stream-only] "
-                           "[--idle N] [--health-ms MS]\n", a.c_str());
+                           "[--idle N] [--health-ms MS] [--max-filler N]\n", a.c_str());
       return 2;
     }
   }
-  if (o.port <= 0 || o.requests < 1 || o.concurrency < 1 || o.max_tokens < 0 || o.idle < 0 || o.health_ms < 0) {
-    std::fprintf(stderr, "server_loadgen: --port, --requests >= 1, --concurrency >= 1, --max-tokens >= 0, --idle >= 0 "
-                         "and --health-ms >= 0 are needed\n");
+  if (o.port <= 0 || o.requests < 1 || o.concurrency < 1 || o.max_tokens < 0 || o.idle < 0 || o.health_ms < 0 ||
+      o.max_filler < 0 || o.max_filler > 100000) {
+    std::fprintf(stderr, "server_loadgen: --port, --requests >= 1, --concurrency >= 1, --max-tokens >= 0, --idle >= 0, "
+                         "--health-ms >= 0 and --max-filler in 0..100000 are needed\n");
     return 2;
   }
   if (rlimit rl; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
