@@ -17,12 +17,9 @@ std::unique_ptr<Backend> make_backend(const Model& model, const std::string& dev
     fail("--device must be cpu, cuda or auto, got '{}'", device);
 #ifdef NINFER_HAVE_CUDA
   if (device == "cuda" || device == "auto") {
-    std::string why, qfmt;
-    const std::string qname = first_quantised_tensor(model, &qfmt);
+    std::string why;
     if (!cuda_device_available()) {
       why = "no usable CUDA GPU found";
-    } else if (!qname.empty()) {
-      why = fmt::format("quantised weights have no CUDA kernels yet (tensor '{}' is held as {})", qname, qfmt);
     } else if (!cuda_supports_model(model.config, &why)) {
       // why filled in
     } else if (!cuda_supports_kv_format(kv_dtype)) {

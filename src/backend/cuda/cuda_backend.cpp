@@ -15,11 +15,16 @@
 //             experts: a gathered GEMV for decode, per-expert GEMMs over sorted rows for prefill)
 // then the rows that need logits: rmsnorm -> lm_head GEMM -> fp32 logits (scaled, soft-capped)
 // -> host.
-// The residual stream x stays fp32. Weights are bf16 on the device, converted once from
-// whatever the checkpoint stores. With CudaGemmMode::Split the GEMM inputs carry a lo half
+// The residual stream x stays fp32. Dense weights are bf16 on the device, converted once from
+// whatever the checkpoint stores; quantised projections (fp8-e4m3, int8, int4: a quantised
+// checkpoint or --weights) stay quantised in gemv_quant.h's layout: decode reads them with the
+// quantised GEMVs, prefill runs per-channel fp8 through cuBLASLt's FP8 GEMM (activations
+// quantised per token) and everything else through bf16 tiles dequantised on the device and
+// the bf16 GEMM (QuantDev below). With CudaGemmMode::Split the GEMM inputs carry a lo half
 // (ops.h) and every GEMM runs over 2T rows followed by an epilogue that adds the halves.
 #include "backend/cuda/cuda_backend.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -29,13 +34,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/delta_net.h"
+#include "backend/cuda/gemv_quant.h"
 #include "backend/cuda/head_pad.h"
 #include "backend/cuda/kv_cache.h"
+#include "backend/cuda/quant_upload.h"
 #include "backend/cuda/ops.h"
 #include "core/dtype.h"
 #include "core/env.h"
@@ -130,9 +138,20 @@ std::vector<float> to_f32(const WeightRef& w) {
   return out;
 }
 
-struct Matrix {  // bf16 [n, k] row-major on the device
+// A quantised projection (or, for experts, all experts' matrices one after another) in the
+// device layout of cuda/gemv_quant.h, and the view the kernels take.
+struct QuantDev {
+  DeviceBuffer codes, scales, zeros, g_idx;
+  cuda::QuantWeights w;
+  std::string name;        // the first part's checkpoint tensor, for errors
+  bool fp8_gemm = false;   // fp8, one scale per output row, k and n multiples of 16: cuBLASLt FP8 prefill
+  size_t bytes() const { return codes.bytes() + scales.bytes() + zeros.bytes() + g_idx.bytes(); }
+};
+
+struct Matrix {  // bf16 [n, k] row-major on the device, or quantised (q)
   DeviceBuffer buf;
   int n = 0, k = 0;
+  std::unique_ptr<QuantDev> q;
   const uint16_t* ptr() const { return buf.as<uint16_t>(); }
 };
 
@@ -141,7 +160,34 @@ struct LayerDev {
   std::array<DeviceBuffer, size_t(Proj::kCount)> bias;  // fp32, empty when absent
   std::array<DeviceBuffer, size_t(Vec::kCount)> vec;    // fp32, empty when absent
   DeviceBuffer experts_gu, experts_down;  // bf16 [n_experts][2 moe_ffn][hidden], [n_experts][hidden][moe_ffn]
+  std::unique_ptr<QuantDev> qexperts_gu, qexperts_down;  // quantised experts instead (expert_* strides)
 };
+
+bool proj_quantised(const ProjWeights& p) {
+  for (const ProjWeights::Part& part : p.parts)
+    if (part.w.q) return true;
+  return false;
+}
+
+// The quantised parts of a projection packed for the device; a dense part or rows of a
+// quantised tensor (not a whole one) are refused naming the tensor.
+QuantHost pack_quant(const ProjWeights& p) {
+  std::vector<const QuantMatrix*> parts;
+  const QuantMatrix* q0 = nullptr;
+  for (const ProjWeights::Part& part : p.parts)
+    if (part.w.q && !q0) q0 = part.w.q;
+  NINFER_CHECK(q0 != nullptr, "pack_quant of a dense projection");
+  for (const ProjWeights::Part& part : p.parts) {
+    if (!part.w.q)
+      fail("tensor '{}' is held as {} but another part of the same projection is dense; the CUDA backend needs one "
+           "weight format per fused projection (use --device cpu)", q0->name, q0->format->name);
+    if (part.row0 != 0 || part.rows != part.w.q->rows)
+      fail("tensor '{}': rows {}..{} of a quantised tensor; the CUDA backend uploads whole quantised tensors",
+           part.w.q->name, part.row0, part.row0 + part.rows);
+    parts.push_back(part.w.q);
+  }
+  return pack_quant_parts(parts);
+}
 
 CudaGemmMode mode_from_env(const CudaBackendOptions& opt) {
   if (!opt.gemm_mode_from_env) return opt.gemm_mode;
@@ -186,14 +232,15 @@ class CudaBackend final : public Backend, private LayerOps {
     NINFER_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_.as<void>(), cublas_ws_.bytes()));
     NINFER_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
     if (c_.n_experts > 256) fail("{}: the CUDA backend routes at most 256 experts, the model has {}", model.dir.string(), c_.n_experts);
-    // NOTE: quantised weights (model/weight_format.h) have no GPU kernels yet: refused here,
-    // where the weights arrive, naming the tensor and its format (issue 27).
-    std::string qfmt;
-    const std::string qname = first_quantised_tensor(model, &qfmt);
-    if (!qname.empty())
-      fail("{}: the CUDA backend has no kernels for quantised weights yet: tensor '{}' is held as {} (use --device cpu)",
-           model.dir.string(), qname, qfmt);
+    fp8_gemm_ = opt.fp8_gemm && env_switch("NINFER_CUDA_FP8_GEMM");
     upload_weights(model);
+    if (deq_rows_max_ > 0 || has_fp8_gemm_) NINFER_CUBLAS_CHECK(cublasLtCreate(&lt_));
+    if (deq_rows_max_ > 0) {
+      // NOTE: the bf16 tile that prefill dequantises int8 / int4 / block-scaled fp8 weights into,
+      // allocated before the KV pool takes the free memory: at most 64 MiB (whole matrices up to
+      // that size, else row tiles of it; the GEMM per tile stays large).
+      deq_.alloc(std::min<size_t>(deq_rows_max_, size_t(64) << 20));
+    }
     size_t off = 0;
     for (const LayerSpec& l : c_.layers) {
       dn_offset_.push_back(off);
@@ -209,6 +256,8 @@ class CudaBackend final : public Backend, private LayerOps {
 
   ~CudaBackend() override {
     if (stream_) cudaStreamSynchronize(stream_);
+    for (auto& [key, plan] : lt_plans_) plan.destroy();
+    if (lt_) cublasLtDestroy(lt_);
     if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
     attns_.clear();
     if (pinned_) cudaFreeHost(pinned_);
@@ -366,7 +415,7 @@ class CudaBackend final : public Backend, private LayerOps {
     const DeviceBuffer& bias = L.bias[size_t(p)];
     // A deferred norm feeds this GEMV through its prologue (not when the GEMV writes X, the
     // norm's input: other blocks would still be reading it). H stays deferred for later readers.
-    if (in == Buf::H && pend_norm_w_ && !pend_stale_ && out != Buf::X && m.n > 0 && m.k == c_.hidden) {
+    if (in == Buf::H && pend_norm_w_ && !pend_stale_ && out != Buf::X && m.n > 0 && m.k == c_.hidden && !m.q) {
       NINFER_CHECK(alpha == 1.0f || bias.bytes() == 0, "a scaled projection with a bias");
       cuda::launch_gemv_fused(m.ptr(), nullptr, fbuf(out), T_, m.n, m.k, accumulate, alpha, pending_norm(), stream_);
       if (bias.bytes()) cuda::launch_add_bias(fbuf(out), bias.as<float>(), T_, m.n, stream_);
@@ -461,16 +510,66 @@ class CudaBackend final : public Backend, private LayerOps {
       dst += size_t(part.rows * p.in);
     }
   }
+  // A quantised projection in the device layout (gemv_quant.h); E > 1: E matrices of one layout
+  // one after another (experts), expert e from host[e].
+  std::unique_ptr<QuantDev> upload_quant(const std::vector<QuantHost>& host) {
+    auto d = std::make_unique<QuantDev>();
+    const QuantHost& h0 = host.front();
+    d->name = h0.name;
+    d->w = h0.w;
+    for (const QuantHost& h : host)
+      if (h.codes.size() != h0.codes.size() || h.scales.size() != h0.scales.size() ||
+          h.g_idx.size() != h0.g_idx.size() || h.w.block_rows != h0.w.block_rows || h.w.n != h0.w.n)
+        fail("tensor '{}': its layout differs from '{}' (the CUDA backend needs one layout for all experts)", h.name,
+             h0.name);
+    auto put = [&](DeviceBuffer& b, auto member) {
+      using V = typename std::remove_reference_t<decltype(h0.*member)>::value_type;
+      const size_t each = (h0.*member).size() * sizeof(V);
+      b.alloc(each * host.size());
+      for (size_t e = 0; e < host.size(); ++e)
+        if (each)
+          NINFER_CUDA_CHECK(cudaMemcpy(b.as<uint8_t>() + e * each, (host[e].*member).data(), each,
+                                       cudaMemcpyHostToDevice));
+    };
+    put(d->codes, &QuantHost::codes);
+    put(d->scales, &QuantHost::scales);
+    put(d->zeros, &QuantHost::zeros);
+    put(d->g_idx, &QuantHost::g_idx);
+    cuda::QuantWeights& w = d->w;
+    w.codes = d->codes.as<uint8_t>();
+    w.scales = d->scales.as<float>();
+    w.zeros = h0.zeros.empty() ? nullptr : d->zeros.as<uint8_t>();
+    w.g_idx = h0.g_idx.empty() ? nullptr : d->g_idx.as<int32_t>();
+    w.expert_codes = h0.codes.size();
+    w.expert_scales = h0.scales.size();
+    w.expert_gidx = h0.g_idx.size();
+    d->fp8_gemm = w.fmt == cuda::QFmt::Fp8 && w.n_groups == 1 && w.block_rows == 1 && !w.g_idx && w.k % 16 == 0 &&
+                  w.n % 16 == 0 && w.row_bytes == w.k && host.size() == 1;
+    if (d->fp8_gemm && fp8_gemm_) {
+      has_fp8_gemm_ = true;
+      fp8_k_max_ = std::max(fp8_k_max_, w.k);
+    }
+    // (fp8 GEMM matrices too: the bf16 tiles are their fallback when cuBLASLt has no algorithm)
+    deq_rows_max_ = std::max(deq_rows_max_, size_t(w.n) * size_t(w.k) * 2);
+    weight_bytes_ += d->bytes();
+    return d;
+  }
   void upload_matrix(Matrix& m, const ProjWeights& p) {
     if (!p) return;
     m.n = int(p.out());
     m.k = int(p.in);
+    if (proj_quantised(p)) {
+      m.q = upload_quant({pack_quant(p)});
+      return;
+    }
     const size_t n = size_t(p.out() * p.in);
     m.buf.alloc(n * 2);
     upload_proj_bf16(m.buf.as<uint16_t>(), p);
     weight_bytes_ += n * 2;
   }
   void upload_matrix(Matrix& m, const WeightRef& w) {
+    if (w.q) fail("tensor '{}' is held as {}; the CUDA backend keeps the embedding and lm_head dense", w.q->name,
+                  w.q->format->name);
     std::vector<uint16_t> all = to_bf16(w);
     m.n = int(w.t->shape[0]);
     m.k = int(w.t->shape[1]);
@@ -514,7 +613,15 @@ class CudaBackend final : public Backend, private LayerOps {
         upload_bias(D.bias[p], L.proj[p]);
       }
       for (size_t v = 0; v < D.vec.size(); ++v) upload_vec(D.vec[v], L.vec[v], vec_is_norm(Vec(v)) ? offset : 0.0f);
-      if (!L.experts.empty()) {
+      if (!L.experts.empty() && proj_quantised(L.experts.front().gate_up)) {
+        std::vector<QuantHost> gu, down;
+        for (const ExpertWeights& e : L.experts) {
+          gu.push_back(pack_quant(e.gate_up));
+          down.push_back(pack_quant(e.down));
+        }
+        D.qexperts_gu = upload_quant(gu);
+        D.qexperts_down = upload_quant(down);
+      } else if (!L.experts.empty()) {
         const ExpertWeights& e0 = L.experts.front();
         const size_t gu_n = size_t(e0.gate_up.out() * e0.gate_up.in), down_n = size_t(e0.down.out() * e0.down.in);
         const size_t E = L.experts.size();
@@ -570,11 +677,156 @@ class CudaBackend final : public Backend, private LayerOps {
       moe_ys_.ensure(TK * H * 4);
     }
     logits_.ensure(size_t(r) * size_t(c_.vocab) * 4);
+    if (has_fp8_gemm_ && t > cuda::kGemvMaxRows) {
+      qact_.ensure(T * size_t(fp8_k_max_));
+      qact_s_.ensure(T * 4);
+      qtmp_.ensure(T * H * 4);  // an accumulating FP8 GEMM (o_proj, down) into the residual stream
+    }
     if (mode_ == CudaGemmMode::Split) {
       const size_t maxn = std::max({qkvn, H, 2 * F, 2 * S});
       tmp_.ensure(std::max(2 * T * maxn, 2 * size_t(r) * size_t(c_.vocab)) * 4);
     }
     meta_.ensure(T * 4 * 6 + 64);
+  }
+
+  // A cuBLASLt FP8 GEMM D [rows, n] fp32 = A^T B for e4m3 A [n][k] (the weights' codes) and B
+  // [rows][k] (the quantised activations), its algorithm picked once per shape. Fused: the
+  // weights' per-row and the activations' per-token scales applied by cuBLASLt (outer-vector
+  // scaling, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F) with D = alpha (s_w s_x) A^T B + beta D;
+  // otherwise a plain FP8 GEMM and our epilogue kernel.
+  struct LtPlan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    bool ok = false;
+    void destroy() {
+      if (op) cublasLtMatmulDescDestroy(op);
+      if (a) cublasLtMatrixLayoutDestroy(a);
+      if (b) cublasLtMatrixLayoutDestroy(b);
+      if (d) cublasLtMatrixLayoutDestroy(d);
+      *this = LtPlan{};
+    }
+  };
+  LtPlan& lt_plan(int n, int k, int rows, bool fused, const float* a_scale, const float* b_scale) {
+    const std::array<int, 4> key{n, k, rows, fused ? 1 : 0};
+    auto it = lt_plans_.find(key);
+    if (it != lt_plans_.end()) return it->second;
+    LtPlan& p = lt_plans_[key];
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    auto good = [](cublasStatus_t st) { return st == CUBLAS_STATUS_SUCCESS; };
+    bool ok = good(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) &&
+              good(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta))) &&
+              good(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb))) &&
+              good(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, uint64_t(k), uint64_t(n), int64_t(k))) &&
+              good(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, uint64_t(k), uint64_t(rows), int64_t(k))) &&
+              good(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, uint64_t(n), uint64_t(rows), int64_t(n)));
+    if (ok && fused) {
+      const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      ok = good(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode))) &&
+           good(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode))) &&
+           good(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale))) &&
+           good(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
+    }
+    if (ok) {
+      cublasLtMatmulPreference_t pref = nullptr;
+      const uint64_t ws = cublas_ws_.bytes();
+      cublasLtMatmulHeuristicResult_t res{};
+      int found = 0;
+      ok = good(cublasLtMatmulPreferenceCreate(&pref)) &&
+           good(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws))) &&
+           good(cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.a, p.b, p.d, p.d, pref, 1, &res, &found)) && found > 0;
+      if (pref) cublasLtMatmulPreferenceDestroy(pref);
+      if (ok) p.algo = res.algo;
+    }
+    if (!ok) p.destroy();
+    p.ok = ok;
+    return p;
+  }
+
+  // The FP8 tensor-core prefill of a per-channel fp8 matrix: activations quantised per token
+  // (launch_quantize_act_e4m3), then the fused plan (scales in cuBLASLt, dst accumulated by
+  // beta; a bias added after), else the plain plan into D (dst, or qtmp_ when accumulating)
+  // and the scale epilogue. False (nothing launched) when cuBLASLt has neither for this shape
+  // or the accumulate scratch is too small; the caller then takes the bf16 tiles.
+  bool gemm_fp8(const uint16_t* act, int rows, const QuantDev& q, float* dst, bool accumulate, const DeviceBuffer& bias,
+                float alpha) {
+    const cuda::QuantWeights& w = q.w;
+    if (size_t(rows) * w.k > qact_.bytes() || size_t(rows) * 4 > qact_s_.bytes()) return false;
+    uint8_t* qa = qact_.as<uint8_t>();
+    float* qs = qact_s_.as<float>();
+    const float one = 1.0f, zero = 0.0f;
+    LtPlan& f = lt_plan(w.n, w.k, rows, true, w.scales, qs);
+    if (f.ok) {
+      cuda::launch_quantize_act_e4m3(act, rows, w.k, w.k, qa, qs, stream_);
+      NINFER_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(f.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w.scales, sizeof(w.scales)));
+      NINFER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(f.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &qs, sizeof(qs)));
+      const cublasStatus_t st = cublasLtMatmul(lt_, f.op, &alpha, w.codes, f.a, qa, f.b, accumulate ? &one : &zero, dst,
+                                               f.d, dst, f.d, &f.algo, cublas_ws_.as<void>(), cublas_ws_.bytes(), stream_);
+      if (st == CUBLAS_STATUS_SUCCESS) {
+        if (bias.bytes()) cuda::launch_add_bias(dst, bias.as<float>(), rows, w.n, stream_);
+        return true;
+      }
+      // NOTE: refused at run time (nothing was written): this shape takes the plain plan from now on.
+      std::fprintf(stderr, "notice: cuBLASLt's scaled FP8 GEMM failed (%s) for %d x %d x %d; using the plain one\n",
+                   cublasGetStatusString(st), w.n, w.k, rows);
+      f.destroy();
+    }
+    if (accumulate && size_t(rows) * w.n * 4 > qtmp_.bytes()) return false;
+    const LtPlan& p = lt_plan(w.n, w.k, rows, false, nullptr, nullptr);
+    if (!p.ok) {
+      if (!lt_warned_)
+        std::fprintf(stderr, "notice: cuBLASLt has no FP8 GEMM for %d x %d x %d here; fp8 prefill dequantises to bf16\n",
+                     w.n, w.k, rows);
+      lt_warned_ = true;
+      return false;
+    }
+    float* d = accumulate ? qtmp_.as<float>() : dst;
+    cuda::launch_quantize_act_e4m3(act, rows, w.k, w.k, qa, qs, stream_);
+    NINFER_CUBLAS_CHECK(cublasLtMatmul(lt_, p.op, &one, w.codes, p.a, qa, p.b, &zero, d, p.d, d, p.d, &p.algo,
+                                       cublas_ws_.as<void>(), cublas_ws_.bytes(), stream_));
+    cuda::launch_fp8_scale_epilogue(d, qs, w.scales, bias.bytes() ? bias.as<float>() : nullptr, dst, rows, w.n,
+                                    accumulate, alpha, stream_);
+    return true;
+  }
+
+  // gemm() of a quantised matrix: the quantised GEMV for decode-sized batches; prefill through
+  // gemm_fp8 where it applies, else row tiles dequantised to bf16 (deq_) and the bf16 GEMM.
+  void gemm_quant(const uint16_t* act, int rows, const QuantDev& q, float* dst, bool accumulate,
+                  const DeviceBuffer& bias, bool split, float alpha) {
+    const cuda::QuantWeights& w = q.w;
+    const int gemm_rows = split ? 2 * rows : rows;
+    if (!split && !(use_gemv_ && gemm_rows <= cuda::kGemvMaxRows) && q.fp8_gemm && fp8_gemm_ &&
+        gemm_fp8(act, rows, q, dst, accumulate, bias, alpha))
+      return;
+    float* out = split ? tmp_.as<float>() : dst;
+    const bool acc_out = !split && accumulate;
+    if (use_gemv_ && gemm_rows <= cuda::kGemvMaxRows) {
+      cuda::launch_gemv_quant(w, act, out, gemm_rows, acc_out, alpha, stream_);
+    } else {
+      gemm_dequant(act, gemm_rows, w, 0, out, acc_out, alpha);
+    }
+    if (!split) {
+      if (bias.bytes()) cuda::launch_add_bias(dst, bias.as<float>(), rows, w.n, stream_);
+    } else {
+      cuda::launch_gemm_epilogue(out, 2, dst, bias.bytes() ? bias.as<float>() : nullptr, rows, w.n, accumulate,
+                                 stream_);
+    }
+  }
+  // out [rows, w.n] (=, or += when accumulate) alpha act [rows, w.k] dequant(expert e of w)^T,
+  // through bf16 row tiles of the weights in deq_ (int8 / int4 / block-scaled fp8 prefill).
+  void gemm_dequant(const uint16_t* act, int rows, const cuda::QuantWeights& w, int expert, float* out,
+                    bool accumulate, float alpha) {
+    NINFER_CHECK(deq_.bytes() >= size_t(w.k) * 2, "no dequantisation tile for a quantised matrix");
+    const int tile = int(std::min<size_t>(size_t(w.n), deq_.bytes() / (size_t(w.k) * 2)));
+    const float one = 1.0f, zero = 0.0f;
+    for (int r0 = 0; r0 < w.n; r0 += tile) {
+      const int nr = std::min(tile, w.n - r0);
+      cuda::launch_dequant_bf16(w, expert, r0, nr, deq_.as<uint16_t>(), stream_);
+      NINFER_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, nr, rows, w.k, &alpha, deq_.as<uint16_t>(),
+                                       CUDA_R_16BF, w.k, act, CUDA_R_16BF, w.k, accumulate ? &one : &zero, out + r0,
+                                       CUDA_R_32F, w.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
   }
 
   // dst [rows, m.n] (=, or += when accumulate) act [rows (x2 when split), m.k] m^T + bias.
@@ -583,6 +835,10 @@ class CudaBackend final : public Backend, private LayerOps {
     NINFER_CHECK(m.n > 0, "layer {}: a projection the model does not have", l_);
     // NOTE: the bias is added after alpha; no family scales a projection that has a bias.
     NINFER_CHECK(alpha == 1.0f || bias.bytes() == 0, "a scaled projection with a bias");
+    if (m.q) {
+      gemm_quant(act, rows, *m.q, dst, accumulate, bias, split, alpha);
+      return;
+    }
     const float one = 1.0f, zero = 0.0f;
     const int gemm_rows = split ? 2 * rows : rows;
     // NOTE: decode-sized batches use our GEMV (one pass over the weights with 16-byte loads)
@@ -617,6 +873,15 @@ class CudaBackend final : public Backend, private LayerOps {
   CudaGemmMode mode_ = CudaGemmMode::Bf16;
   bool use_gemv_ = true;
   bool use_graphs_ = true;
+  // Quantised weights: the FP8 GEMM for per-channel fp8 prefill (NINFER_CUDA_FP8_GEMM=0: the
+  // bf16 tiles instead), its plans, the activations' codes and scales and the accumulate
+  // scratch; the bf16 dequantisation tile (deq_rows_max_: the largest matrix it must hold).
+  bool fp8_gemm_ = true, has_fp8_gemm_ = false, lt_warned_ = false;
+  cublasLtHandle_t lt_ = nullptr;
+  std::map<std::array<int, 4>, LtPlan> lt_plans_;
+  DeviceBuffer qact_, qact_s_, qtmp_, deq_;
+  size_t deq_rows_max_ = 0;
+  int fp8_k_max_ = 0;
   // NINFER_CUDA_FUSE_*: off by default until they have run on a GPU (written 2026-12-07 without one)
   bool fuse_norm_ = false, fuse_route_ = false, fuse_act_ = false, fuse_combine_ = false;
   const float* pend_norm_w_ = nullptr;  // a deferred norm X -> H: its weight (norm())
@@ -759,14 +1024,16 @@ void CudaBackend::moe(float alpha) {
   const int H = c_.hidden, E = c_.n_experts, K = c_.top_k, Fm = c_.moe_ffn, TK = T_ * K;
   static const DeviceBuffer kNoBias;
   const bool decode = T_ <= cuda::kGemvMaxRows;
+  const Matrix& router = L.proj[size_t(Proj::Router)];
+  // Quantised router or experts: the plain kernels (the fusions read bf16 weights).
+  const bool quant = router.q || L.qexperts_gu;
   const bool router_plain = L.bias[size_t(Proj::Router)].bytes() == 0;
   // H as a buffer: the shared expert reads it after the combine has changed X, and the
   // unfused gate|up and a router with a bias read it as one.
-  if (c_.shared_ffn > 0 || !fuse_act_ || !router_plain || !decode || pend_stale_) materialize_h();
+  if (c_.shared_ffn > 0 || !fuse_act_ || !router_plain || !decode || pend_stale_ || quant) materialize_h();
   const bool norm_fused = pend_norm_w_ != nullptr;
-  const bool route_fused = fuse_route_ && decode && use_gemv_ && !split_ && router_plain;
+  const bool route_fused = fuse_route_ && decode && use_gemv_ && !split_ && router_plain && !quant;
   int32_t* ids = moe_ids_.as<int32_t>();
-  const Matrix& router = L.proj[size_t(Proj::Router)];
   if (norm_fused || route_fused) {
     cuda::GemvFuse f = norm_fused ? pending_norm() : cuda::GemvFuse{};
     if (route_fused) {
@@ -787,7 +1054,13 @@ void CudaBackend::moe(float alpha) {
   const uint16_t* wgu = L.experts_gu.as<uint16_t>();
   const uint16_t* wdown = L.experts_down.as<uint16_t>();
   bool combined = false;
-  if (decode) {  // decode: gathered GEMVs reading only the chosen experts
+  const QuantDev* qgu = L.qexperts_gu.get();
+  const QuantDev* qdown = L.qexperts_down.get();
+  if (decode && qgu) {  // decode, quantised experts: the quantised gathered GEMVs
+    cuda::launch_gemv_gathered_quant(qgu->w, ids, act_.as<uint16_t>(), K, moe_gu_.as<float>(), TK, stream_);
+    cuda::launch_silu_mul_bf16(moe_gu_.as<float>(), moe_act_.as<uint16_t>(), TK, Fm, false, stream_);
+    cuda::launch_gemv_gathered_quant(qdown->w, ids, moe_act_.as<uint16_t>(), 1, moe_y_.as<float>(), TK, stream_);
+  } else if (decode) {  // decode: gathered GEMVs reading only the chosen experts
     if (fuse_act_) {
       const cuda::GemvFuse nf = norm_fused ? pending_norm() : cuda::GemvFuse{};
       cuda::launch_gemv_gate_up_act(wgu, gu_stride, ids, act_.as<uint16_t>(), K, nf, moe_act_.as<uint16_t>(), TK, Fm,
@@ -831,6 +1104,10 @@ void CudaBackend::moe(float alpha) {
     for (int e = 0; e < E; ++e) {
       if (count[size_t(e)] == 0) continue;
       const int n = count[size_t(e)], r0 = first[size_t(e)];
+      if (qgu) {  // the expert's bf16 tiles, dequantised
+        gemm_dequant(xs + size_t(r0) * H, n, qgu->w, e, gu + size_t(r0) * 2 * Fm, false, 1.0f);
+        continue;
+      }
       NINFER_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, 2 * Fm, n, H, &one, wgu + e * gu_stride,
                                        CUDA_R_16BF, H, xs + size_t(r0) * H, CUDA_R_16BF, H, &zero,
                                        gu + size_t(r0) * 2 * Fm, CUDA_R_32F, 2 * Fm, CUBLAS_COMPUTE_32F,
@@ -840,6 +1117,10 @@ void CudaBackend::moe(float alpha) {
     for (int e = 0; e < E; ++e) {
       if (count[size_t(e)] == 0) continue;
       const int n = count[size_t(e)], r0 = first[size_t(e)];
+      if (qdown) {
+        gemm_dequant(act + size_t(r0) * Fm, n, qdown->w, e, ys + size_t(r0) * H, false, 1.0f);
+        continue;
+      }
       NINFER_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, H, n, Fm, &one, wdown + e * down_stride,
                                        CUDA_R_16BF, Fm, act + size_t(r0) * Fm, CUDA_R_16BF, Fm, &zero,
                                        ys + size_t(r0) * H, CUDA_R_32F, H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));

@@ -1,8 +1,9 @@
 // The CUDA backend's public entry points. This header has no CUDA types so that the runtime
 // (compiled by the C++ compiler, built with or without CUDA) can include it.
 //
-// What runs on the GPU (see docs/GPU.md): weights uploaded once as bf16; cuBLAS for the dense
-// GEMMs (bf16 in, fp32 accumulate and out); our kernels for embedding, RMSNorm, q/k-norm,
+// What runs on the GPU (see docs/GPU.md): weights uploaded once as bf16, or quantised ones
+// (fp8-e4m3, int8, int4) kept quantised (gemv_quant.h); cuBLAS for the dense GEMMs (bf16 in,
+// fp32 accumulate and out; cuBLASLt FP8 for per-channel fp8 prefill); our kernels for embedding, RMSNorm, q/k-norm,
 // rope, SiLU-mul, the KV append (bf16, int8, int4, rk4v4-e8 and rk2v4-e8 encoders) and paged
 // attention over those caches (attention.h). Other formats are refused at init_kv with a
 // message naming them.
@@ -45,6 +46,9 @@ struct CudaBackendOptions {
   // Default from the environment: NINFER_CUDA_GEMM=split|bf16 (unset: bf16).
   CudaGemmMode gemm_mode = CudaGemmMode::Bf16;
   bool gemm_mode_from_env = true;
+  // Prefill of per-channel fp8 weights through cuBLASLt's FP8 GEMM (activations quantised to
+  // e4m3 per token); false, or NINFER_CUDA_FP8_GEMM=0: dequantised bf16 tiles and the bf16 GEMM.
+  bool fp8_gemm = true;
 };
 
 std::unique_ptr<Backend> make_cuda_backend(const Model& model);
