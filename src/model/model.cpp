@@ -1,5 +1,8 @@
 #include "model/model.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "core/error.h"
 #include "model/random_weights.h"
 
@@ -28,6 +31,41 @@ WeightRef WeightBinder::get(const std::string& name, std::vector<int64_t> shape,
   return WeightRef{t};
 }
 
+namespace {
+
+// --weights: w [rows][cols] quantised to f in row slices on every hardware thread. NOTE: every
+// load grid is per row (one scale row per row), so slices quantise independently and their
+// codes / scales / zeros concatenate to exactly f.quantize of the whole matrix; one thread
+// quantised an 8B model's fp8 projections in ~2 minutes (18 ns per weight).
+void quantize_rows_parallel(const WeightFormat& f, const float* w, int64_t rows, int64_t cols, QuantMatrix& m) {
+  const int64_t n_threads =
+      std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), std::max<int64_t>(1, rows / 64));
+  if (n_threads <= 1) {
+    f.quantize(w, rows, cols, m);
+    return;
+  }
+  const int64_t per = (rows + n_threads - 1) / n_threads;
+  std::vector<QuantMatrix> part(size_t((rows + per - 1) / per));
+  std::vector<std::thread> pool;
+  for (size_t i = 0; i < part.size(); ++i) {
+    const int64_t r0 = int64_t(i) * per, n = std::min(per, rows - r0);
+    pool.emplace_back([&, i, r0, n] { f.quantize(w + size_t(r0 * cols), n, cols, part[i]); });
+  }
+  for (std::thread& t : pool) t.join();
+  const std::string name = m.name;
+  m = std::move(part[0]);
+  m.name = name;
+  NINFER_CHECK(m.block_rows == 1 && m.g_idx.empty(), "--weights {}: a load grid that is not per row", f.option);
+  for (size_t i = 1; i < part.size(); ++i) {
+    m.codes.insert(m.codes.end(), part[i].codes.begin(), part[i].codes.end());
+    m.scales.insert(m.scales.end(), part[i].scales.begin(), part[i].scales.end());
+    m.zeros.insert(m.zeros.end(), part[i].zeros.begin(), part[i].zeros.end());
+  }
+  m.rows = rows;
+}
+
+}  // namespace
+
 WeightRef WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols) {
   if (record_) {
     record_->push_back({name, {rows, cols}, true});
@@ -55,7 +93,7 @@ WeightRef WeightBinder::matrix(const std::string& name, int64_t rows, int64_t co
   convert_to_f32(w.t->dtype, w.t->data, f.data(), f.size());
   auto q = std::make_unique<QuantMatrix>();
   q->name = name;
-  at_load_->quantize(f.data(), rows, cols, *q);
+  quantize_rows_parallel(*at_load_, f.data(), rows, cols, *q);
   bytes_ -= w.t->nbytes;
   return keep(std::move(q));
 }

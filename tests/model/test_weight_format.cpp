@@ -9,8 +9,11 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/dtype.h"
+#include "model/model.h"
 #include "model/weight_format.h"
 #include "quant_test_util.h"
+#include "test_paths.h"
 
 namespace ninfer {
 namespace {
@@ -176,6 +179,35 @@ TEST(WeightFormat, QuantizeAtLoadErrorBounds) {
   weight_format(WeightFormatId::Int4).quantize(w.data(), rows, cols, m4);
   EXPECT_EQ(m4.n_groups, 3);
   EXPECT_EQ(m4.block_cols, 128);
+}
+
+}  // namespace
+}  // namespace ninfer
+
+namespace ninfer {
+namespace {
+
+// --weights quantises row slices on several threads (model.cpp): the result equals the
+// format's quantiser over the whole matrix on one thread, byte for byte.
+TEST(WeightFormat, QuantizeAtLoadInSlicesEqualsWholeMatrix) {
+  for (const char* w : {"fp8", "int8", "int4"}) {
+    const WeightFormat& f = *parse_weights_option(w);
+    auto m = load_model(test::test_data_dir() / "tiny" / "llama-rope-default", 0, &f);
+    ASSERT_FALSE(m->weights.quantised.empty());
+    for (const auto& q : m->weights.quantised) {
+      SCOPED_TRACE(::testing::Message() << w << " " << q->name);
+      const TensorInfo* t = m->store->find(q->name);
+      ASSERT_NE(t, nullptr);
+      std::vector<float> x(size_t(t->numel()));
+      convert_to_f32(t->dtype, t->data, x.data(), x.size());
+      QuantMatrix one;
+      f.quantize(x.data(), q->rows, q->cols, one);
+      EXPECT_EQ(q->codes, one.codes);
+      EXPECT_EQ(q->scales, one.scales);
+      EXPECT_EQ(q->zeros, one.zeros);
+      EXPECT_EQ(q->block_cols, one.block_cols);
+    }
+  }
 }
 
 }  // namespace
