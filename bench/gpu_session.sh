@@ -1,6 +1,6 @@
 #!/bin/bash
 # One GPU session on a fresh machine, from the repository root (see docs/GPU.md):
-#   bench/gpu_session.sh STAGE...      stages: build prebuilt test ptest retest attn attnenv ab pipes splits pattn psdpa sdpa e2e e2ec e2eb ctxmax serve serve8b pending ncu ncuc ncub1 pack
+#   bench/gpu_session.sh STAGE...      stages: build prebuilt test ptest retest attn attnenv ab pipes splits pattn psdpa sdpa e2e e2ec e2eb ctxmax serve serve8b pending quant ncu ncuc ncub1 pack
 # build: configure + build test_cuda and ninfer (sm_90) in build-gpu, with the C++
 #        dependencies taken from .carry/deps.tgz when the machine lacks them
 # test:  ctest -L gpu equivalent (test_cuda, all tests), log to $OUT/test.log
@@ -20,6 +20,8 @@
 #        PATTN_CTX (defaults at the stage), batch 1 -> $OUT/pattn.jsonl
 # psdpa: PyTorch SDPA flash / cuDNN on pattn's shapes -> $OUT/sdpa_prefill.json and the table
 # e2e:   random Llama-3-8B checkpoint, end-to-end prefill/decode bench -> $OUT/e2e.txt
+# quant: quantised weights (issue 27): their GPU tests, then the same random checkpoint with
+#        --weights bf16|fp8|int4|int8 at batch 1 and 8 (prefill 4K, decode vs the limit) -> $OUT/quant.txt
 # e2ec:  the same random checkpoint, decode at 32K depth with each of E2E_FORMATS (default
 #        bf16,int8,int4,rk4v4-e8,rk2v4-e8) -> $OUT/e2e.txt
 # long:  the same random checkpoint (LONG_CONFIG: random weights of that config.json's shape
@@ -232,6 +234,30 @@ for stage in "$@"; do
     run_e2e 32k-bf16 "NINFER_CUDA_GEMV=1" --prompt 32768 --gen 64 --depth 32768 --repeats 1 --chunk 8192
     run_e2e 32k-int8 "NINFER_CUDA_GEMV=1" --kv-dtype int8 --prompt 0 --gen 64 --depth 32768 --chunk 8192
     stamp "e2e done" ;;
+  quant)
+    # Issue 27's CUDA half (written 2026-12-07 without a GPU): the quantised-weight kernels' tests,
+    # then e2e's random 8B checkpoint with --weights bf16|fp8|int8|int4: prefill of a 4K prompt and
+    # decode at batch 1 and 8 against the bandwidth limit (real weight bytes); fp8 prefill again
+    # with the FP8 GEMM off (bf16 tiles) -> $OUT/quant.txt
+    stamp quant
+    timeout 300 "$BIN/test_cuda" --gtest_color=no --gtest_filter='*CudaGemvQuant*:*CudaQuant*' \
+      > "$OUT/quant_tests.log" 2>&1
+    echo "quant tests exit $?" | tee -a "$OUT/session.log"
+    grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|Failure|Expected|Which is|^quant " "$OUT/quant_tests.log" | head -60
+    CK=/tmp/llama3-8b-random
+    [ -f $CK/model.safetensors ] || timeout 200 "$BIN/ninfer" make-random-checkpoint -o $CK \
+        --tokenizer-from "$NINFER_SHARED_DIR/models/stories260k" 2>&1 | tail -2
+    for w in bf16 fp8 int4 int8; do  # one engine per --weights (bench --batch takes a list)
+      echo "--- --weights $w" >> "$OUT/quant.txt"
+      timeout 300 "$BIN/ninfer" bench -m $CK --device cuda --weights $w --kv-dtype bf16 --prompt 4096 --gen 64 \
+        --depth 128 --batch 1,8 --repeats 3 --chunk 4096 >> "$OUT/quant.txt" 2>&1
+      echo "quant $w exit $?"; tail -6 "$OUT/quant.txt"
+    done
+    echo "--- --weights fp8, NINFER_CUDA_FP8_GEMM=0" >> "$OUT/quant.txt"
+    NINFER_CUDA_FP8_GEMM=0 timeout 300 "$BIN/ninfer" bench -m $CK --device cuda --weights fp8 --kv-dtype bf16 \
+      --prompt 4096 --gen 16 --depth 128 --repeats 3 --chunk 4096 >> "$OUT/quant.txt" 2>&1
+    echo "quant fp8 no-fp8-gemm exit $?"; tail -4 "$OUT/quant.txt"
+    stamp "quant done" ;;
   long)
     stamp long
     if [ -n "${LONG_CONFIG:-}" ]; then
