@@ -33,7 +33,8 @@ using test::DevBuf;
 struct DevQuant {
   DevBuf<uint8_t> codes, zeros;
   DevBuf<float> scales;
-  DevBuf<int32_t> g_idx;
+  DevBuf<int32_t> g_idx, col_perm;
+  DevBuf<uint16_t> x_perm;
   cuda::QuantWeights w;
   explicit DevQuant(const std::vector<QuantHost>& hs) {
     const QuantHost& h0 = hs.front();
@@ -55,6 +56,13 @@ struct DevQuant {
     w.scales = scales.get();
     w.zeros = z.empty() ? nullptr : zeros.get();
     w.g_idx = g.empty() ? nullptr : g_idx.get();
+    if (!h0.col_perm.empty()) {
+      col_perm.upload(h0.col_perm);
+      x_perm.resize(size_t(h0.w.n_seg) * cuda::kGemvMaxRows * size_t(h0.w.k));
+      x_perm.poison();
+      w.col_perm = col_perm.get();
+      w.x_perm = x_perm.get();
+    }
     w.expert_codes = h0.codes.size();
     w.expert_scales = h0.scales.size();
     w.expert_gidx = h0.g_idx.size();
@@ -65,7 +73,7 @@ struct DevQuant {
 // [0.5, 2) * 2^-6 (some 0 with zero_scales), random zero points (int4); g_idx: a random group
 // per column (every group used at least once when cols allow).
 QuantMatrix random_matrix(const WeightFormat& f, int64_t rows, int64_t cols, int64_t br, int64_t bc, uint32_t seed,
-                          bool zero_scales = false, bool g_idx = false) {
+                          bool zero_scales = false, bool g_idx = false, bool g_idx_uneven = false) {
   std::mt19937 rng(seed);
   QuantMatrix m;
   m.name = "test.weight";
@@ -81,7 +89,9 @@ QuantMatrix random_matrix(const WeightFormat& f, int64_t rows, int64_t cols, int
   for (uint8_t& z : m.zeros) z = uint8_t(rng() % 16);
   if (g_idx) {
     m.g_idx.resize(size_t(cols));
+    // act-order (every group the same size, GPTQ's desc_act) or uneven (group 0 twice as big)
     for (int64_t c = 0; c < cols; ++c) m.g_idx[size_t(c)] = int32_t(c % m.n_groups);
+    if (g_idx_uneven) m.g_idx[1] = 0;
     std::shuffle(m.g_idx.begin(), m.g_idx.end(), rng);
   }
   m.validate();
@@ -137,7 +147,7 @@ int chunk_cols(const WeightFormat& f) { return f.code_bits == 4 ? 32 : 16; }
 struct Case {
   const char* fmt;
   int n, k, br, bc;  // bc 0: the whole row
-  bool zero_scales = false, g_idx = false;
+  bool zero_scales = false, g_idx = false, uneven = false;
 };
 
 // Plain (one part) matrices through launch_gemv_quant for rows 1..8, fast and general paths.
@@ -149,20 +159,24 @@ TEST(CudaGemvQuant, MatchesCpuDequantAndFp64) {
       {"int8", 31, 100, 1, 0},        {"int8", 50, 512, 1, 0, true}, {"int4", 37, 4096, 1, 128},
       {"int4", 130, 512, 1, 64},      {"int4", 20, 200, 1, 64},     {"int4", 21, 77, 1, 32},  // odd columns
       {"int4", 40, 256, 1, 32, true}, {"int4", 72, 384, 1, 128, false, true},             // g_idx
+      {"int4", 30, 256, 1, 64, false, true, true},  // g_idx with uneven groups: kept (general path)
       {"int4", 9, 1, 1, 1},
   };
   for (const Case& cs : cases) {
     const WeightFormat& f = *parse_weights_option(cs.fmt);
     const int bc = cs.bc ? cs.bc : cs.k;
     const uint32_t seed = uint32_t(cs.n * 7919 + cs.k * 31 + bc + int(f.id) * 100003);
-    const QuantMatrix m = random_matrix(f, cs.n, cs.k, cs.br, bc, seed, cs.zero_scales, cs.g_idx);
-    const QuantHost h = pack_quant_parts({&m});
-    DevQuant dq({h});
+    const QuantMatrix m = random_matrix(f, cs.n, cs.k, cs.br, bc, seed, cs.zero_scales, cs.g_idx, cs.uneven);
     const std::vector<float> wd = dequant_all({&m});
+    for (bool regroup : {false, true}) {
+    if (regroup && !cs.g_idx) continue;
+    const QuantHost h = pack_quant_parts({&m}, regroup);
+    DevQuant dq({h});
+    EXPECT_EQ(!h.col_perm.empty(), regroup && !cs.uneven) << cs.fmt << " " << cs.n << "x" << cs.k;
     for (int rows : {1, 2, 3, 5, 8}) {
       SCOPED_TRACE(::testing::Message() << cs.fmt << " n " << cs.n << " k " << cs.k << " grid " << cs.br << "x" << bc
                                         << " rows " << rows << " seed " << seed << " fast "
-                                        << cuda::quant_fast_path(dq.w));
+                                        << cuda::quant_fast_path(dq.w) << " regrouped " << !h.col_perm.empty());
       std::vector<float> xv;
       DevBuf<uint16_t> dx;
       dx.upload(random_act(rows, cs.k, seed + uint32_t(rows), xv));
@@ -176,6 +190,7 @@ TEST(CudaGemvQuant, MatchesCpuDequantAndFp64) {
       dy.upload(y0);
       cuda::launch_gemv_quant(dq.w, dx.get(), dy.get(), rows, true, -0.75f, nullptr);
       expect_gemv(dy.download(), wd, xv, y0, rows, cs.n, cs.k, -0.75f, chunk_cols(f));
+    }
     }
   }
 }
@@ -230,12 +245,13 @@ TEST(CudaGemvQuant, StackedParts) {
     const QuantMatrix q = random_matrix(f, 64, k, s.br, bc, 11, false, s.g_idx);
     const QuantMatrix kk = random_matrix(f, 16, k, s.br, bc, 12, false, s.g_idx);
     const QuantMatrix v = random_matrix(f, 16, k, s.br, bc, 13, false, s.g_idx);
-    const QuantHost h = pack_quant_parts({&q, &kk, &v});
-    DevQuant dq({h});
     const std::vector<float> wd = dequant_all({&q, &kk, &v});
+    for (bool regroup : {false, true}) {
+    const QuantHost h = pack_quant_parts({&q, &kk, &v}, regroup);
+    DevQuant dq({h});
     for (int rows : {1, 4}) {
       SCOPED_TRACE(::testing::Message() << s.fmt << " grid " << s.br << "x" << bc << " g_idx " << s.g_idx << " rows "
-                                        << rows);
+                                        << rows << " regrouped " << !h.col_perm.empty());
       std::vector<float> xv;
       DevBuf<uint16_t> dx;
       dx.upload(random_act(rows, k, 21, xv));
@@ -243,6 +259,7 @@ TEST(CudaGemvQuant, StackedParts) {
       dy.poison();
       cuda::launch_gemv_quant(dq.w, dx.get(), dy.get(), rows, false, 1.0f, nullptr);
       expect_gemv(dy.download(), wd, xv, {}, rows, 96, k, 1.0f, chunk_cols(f));
+    }
     }
   }
 }
@@ -290,7 +307,7 @@ TEST(CudaGemvQuant, DequantBf16TilesExact) {
     const WeightFormat& f = *parse_weights_option(cs.fmt);
     const int bc = cs.bc ? cs.bc : cs.k;
     const QuantMatrix m = random_matrix(f, cs.n, cs.k, cs.br, bc, 77, cs.zero_scales, cs.g_idx);
-    const QuantHost h = pack_quant_parts({&m});
+    const QuantHost h = pack_quant_parts({&m}, true);  // g_idx regrouped: tiles back in matrix order
     DevQuant dq({h});
     const std::vector<float> wd = dequant_all({&m});
     const int r0 = cs.n / 3, nr = cs.n - r0;
@@ -405,6 +422,32 @@ TEST(CudaQuantPack, LayoutAndRefusals) {
     cuda::QuantWeights w = h.w;  // the device view: g_idx set, the general path
     w.g_idx = h.g_idx.data();
     EXPECT_FALSE(cuda::quant_fast_path(w));
+  }
+  {  // act-order g_idx regrouped: code column j of each part holds matrix column col_perm[j],
+     // sorted by group, so block_cols is the group size; uneven groups keep g_idx
+    const QuantMatrix a = random_matrix(i4, 8, 128, 1, 32, 10, false, true),
+                      b = random_matrix(i4, 4, 128, 1, 32, 11, false, true);
+    const QuantHost h = pack_quant_parts({&a, &b}, true);
+    EXPECT_TRUE(h.g_idx.empty());
+    ASSERT_EQ(h.col_perm.size(), size_t(2 * 128));
+    EXPECT_EQ(h.w.block_cols, 32);
+    EXPECT_EQ(h.w.n_seg, 2);
+    EXPECT_EQ(h.w.seg_end[0], 8);
+    auto nib = [](const uint8_t* row, int64_t c) { return (row[c / 2] >> (4 * (c & 1))) & 0xF; };
+    for (int r = 0; r < 12; ++r) {
+      const QuantMatrix& q = r < 8 ? a : b;
+      const int lr = r < 8 ? r : r - 8, seg = r < 8 ? 0 : 1;
+      for (int j = 0; j < 128; ++j) {
+        const int32_t c = h.col_perm[size_t(seg * 128 + j)];
+        EXPECT_EQ(q.g_idx[size_t(c)], j / 32) << r << "," << j;
+        EXPECT_EQ(nib(h.codes.data() + size_t(r) * h.w.row_bytes, j), nib(q.codes.data() + size_t(lr) * 64, c))
+            << r << "," << j;
+      }
+    }
+    const QuantMatrix u = random_matrix(i4, 8, 128, 1, 32, 12, false, true, true);
+    const QuantHost hu = pack_quant_parts({&u}, true);
+    EXPECT_TRUE(hu.col_perm.empty());
+    EXPECT_EQ(hu.g_idx, u.g_idx);
   }
   {  // formats or grids that cannot share one projection are refused naming both tensors
     QuantMatrix a = random_matrix(i4, 8, 64, 1, 32, 8), b = random_matrix(i8, 8, 64, 1, 64, 9);

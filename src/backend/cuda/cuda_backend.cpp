@@ -141,11 +141,12 @@ std::vector<float> to_f32(const WeightRef& w) {
 // A quantised projection (or, for experts, all experts' matrices one after another) in the
 // device layout of cuda/gemv_quant.h, and the view the kernels take.
 struct QuantDev {
-  DeviceBuffer codes, scales, zeros, g_idx;
+  DeviceBuffer codes, scales, zeros, g_idx, col_perm;
+  DeviceBuffer x_perm;  // col_perm: the launch's permuted activations (not weights)
   cuda::QuantWeights w;
   std::string name;        // the first part's checkpoint tensor, for errors
   bool fp8_gemm = false;   // fp8, one scale per output row, k and n multiples of 16: cuBLASLt FP8 prefill
-  size_t bytes() const { return codes.bytes() + scales.bytes() + zeros.bytes() + g_idx.bytes(); }
+  size_t bytes() const { return codes.bytes() + scales.bytes() + zeros.bytes() + g_idx.bytes() + col_perm.bytes(); }
 };
 
 struct Matrix {  // bf16 [n, k] row-major on the device, or quantised (q)
@@ -169,9 +170,10 @@ bool proj_quantised(const ProjWeights& p) {
   return false;
 }
 
-// The quantised parts of a projection packed for the device; a dense part or rows of a
-// quantised tensor (not a whole one) are refused naming the tensor.
-QuantHost pack_quant(const ProjWeights& p) {
+// The quantised parts of a projection packed for the device (regroup: g_idx may become col_perm;
+// not for experts); a dense part or rows of a quantised tensor (not a whole one) are refused
+// naming the tensor.
+QuantHost pack_quant(const ProjWeights& p, bool regroup) {
   std::vector<const QuantMatrix*> parts;
   const QuantMatrix* q0 = nullptr;
   for (const ProjWeights::Part& part : p.parts)
@@ -186,7 +188,7 @@ QuantHost pack_quant(const ProjWeights& p) {
            part.w.q->name, part.row0, part.row0 + part.rows);
     parts.push_back(part.w.q);
   }
-  return pack_quant_parts(parts);
+  return pack_quant_parts(parts, regroup);
 }
 
 CudaGemmMode mode_from_env(const CudaBackendOptions& opt) {
@@ -519,7 +521,8 @@ class CudaBackend final : public Backend, private LayerOps {
     d->w = h0.w;
     for (const QuantHost& h : host)
       if (h.codes.size() != h0.codes.size() || h.scales.size() != h0.scales.size() ||
-          h.g_idx.size() != h0.g_idx.size() || h.w.block_rows != h0.w.block_rows || h.w.n != h0.w.n)
+          h.g_idx.size() != h0.g_idx.size() || h.w.block_rows != h0.w.block_rows || h.w.n != h0.w.n ||
+          !h.col_perm.empty())
         fail("tensor '{}': its layout differs from '{}' (the CUDA backend needs one layout for all experts)", h.name,
              h0.name);
     auto put = [&](DeviceBuffer& b, auto member) {
@@ -535,11 +538,18 @@ class CudaBackend final : public Backend, private LayerOps {
     put(d->scales, &QuantHost::scales);
     put(d->zeros, &QuantHost::zeros);
     put(d->g_idx, &QuantHost::g_idx);
+    put(d->col_perm, &QuantHost::col_perm);
     cuda::QuantWeights& w = d->w;
     w.codes = d->codes.as<uint8_t>();
     w.scales = d->scales.as<float>();
     w.zeros = h0.zeros.empty() ? nullptr : d->zeros.as<uint8_t>();
     w.g_idx = h0.g_idx.empty() ? nullptr : d->g_idx.as<int32_t>();
+    if (!h0.col_perm.empty()) {
+      NINFER_CHECK(host.size() == 1, "tensor '{}': experts with regrouped columns", h0.name);
+      w.col_perm = d->col_perm.as<int32_t>();
+      d->x_perm.alloc(size_t(w.n_seg) * cuda::kGemvMaxRows * size_t(w.k) * 2);
+      w.x_perm = d->x_perm.as<uint16_t>();
+    }
     w.expert_codes = h0.codes.size();
     w.expert_scales = h0.scales.size();
     w.expert_gidx = h0.g_idx.size();
@@ -559,7 +569,7 @@ class CudaBackend final : public Backend, private LayerOps {
     m.n = int(p.out());
     m.k = int(p.in);
     if (proj_quantised(p)) {
-      m.q = upload_quant({pack_quant(p)});
+      m.q = upload_quant({pack_quant(p, true)});
       return;
     }
     const size_t n = size_t(p.out() * p.in);
@@ -616,8 +626,8 @@ class CudaBackend final : public Backend, private LayerOps {
       if (!L.experts.empty() && proj_quantised(L.experts.front().gate_up)) {
         std::vector<QuantHost> gu, down;
         for (const ExpertWeights& e : L.experts) {
-          gu.push_back(pack_quant(e.gate_up));
-          down.push_back(pack_quant(e.down));
+          gu.push_back(pack_quant(e.gate_up, false));
+          down.push_back(pack_quant(e.down, false));
         }
         D.qexperts_gu = upload_quant(gu);
         D.qexperts_down = upload_quant(down);

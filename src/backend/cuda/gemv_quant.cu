@@ -117,14 +117,24 @@ __device__ __forceinline__ void select_expert(QuantWeights& w, int e) {
   if (w.g_idx) w.g_idx += size_t(e) * w.expert_gidx;
 }
 
+// The stacked part (segment) row r belongs to.
+__device__ __forceinline__ int segment_of(const QuantWeights& w, int r) {
+  int seg = 0;
+  while (seg < w.n_seg - 1 && r >= w.seg_end[seg]) ++seg;
+  return seg;
+}
+
+// The matrix column that code column c of row r holds (col_perm: regrouped columns).
+__device__ __forceinline__ int matrix_col(const QuantWeights& w, int r, int c) {
+  return w.col_perm ? w.col_perm[size_t(segment_of(w, r)) * w.k + c] : c;
+}
+
 // Element (r, c) dequantised as the CPU does (weight_format.cpp): one fp32 multiply.
 template <QFmt F>
 __device__ __forceinline__ float dequant_elem(const QuantWeights& w, int r, int c) {
   int g;
   if (w.g_idx) {
-    int seg = 0;
-    while (seg < w.n_seg - 1 && r >= w.seg_end[seg]) ++seg;
-    g = w.g_idx[size_t(seg) * w.k + c];
+    g = w.g_idx[size_t(segment_of(w, r)) * w.k + c];
   } else {
     g = c / w.block_cols;
   }
@@ -188,6 +198,9 @@ __global__ void __launch_bounds__(kWarps * 32) qgemv_fast_kernel(QuantWeights w,
   }
   const int grp = warp / S, slice = warp % S;
   const int n0 = (blockIdx.x * (kWarps / S) + grp) * kRows;
+  // col_perm: x is x_perm, one plane of kGemvMaxRows rows per segment (a row group lies in one:
+  // quant_fast_path).
+  if (w.col_perm && n0 < n) x += size_t(segment_of(w, n0)) * kGemvMaxRows * k;
   float acc[kRows][T];
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
@@ -302,9 +315,10 @@ __global__ void __launch_bounds__(kWarps * 32) qgemv_general_kernel(QuantWeights
   float acc[kGemvMaxRows] = {};
   for (int c = lane; c < k; c += 32) {
     const float v = dequant_elem<F>(w, r, c);
+    const int xc = matrix_col(w, r, c);
 #pragma unroll
     for (int t = 0; t < kGemvMaxRows; ++t)
-      if (t < T) acc[t] = fmaf(v, bf16_bits_to_f32(x[size_t(t) * k + c]), acc[t]);
+      if (t < T) acc[t] = fmaf(v, bf16_bits_to_f32(x[size_t(t) * k + xc]), acc[t]);
   }
 #pragma unroll
   for (int t = 0; t < kGemvMaxRows; ++t) {
@@ -322,7 +336,16 @@ __global__ void dequant_bf16_kernel(QuantWeights w, int expert, int r0, uint16_t
   select_expert(w, expert);
   const int i = blockIdx.y, r = r0 + i;
   for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < w.k; c += gridDim.x * blockDim.x)
-    out[size_t(i) * w.k + c] = f32_to_bf16_bits(dequant_elem<F>(w, r, c));
+    out[size_t(i) * w.k + matrix_col(w, r, c)] = f32_to_bf16_bits(dequant_elem<F>(w, r, c));
+}
+
+// x_perm[s][t][j] = x[t][col_perm[s][j]]: the activations in each segment's code column order.
+__global__ void permute_act_kernel(const uint16_t* __restrict__ x, const int32_t* __restrict__ perm, int k,
+                                   uint16_t* __restrict__ xp) {
+  const int s = blockIdx.x, t = blockIdx.y;
+  const int32_t* p = perm + size_t(s) * k;
+  uint16_t* o = xp + (size_t(s) * kGemvMaxRows + t) * k;
+  for (int j = threadIdx.x; j < k; j += blockDim.x) o[j] = x[size_t(t) * k + p[j]];
 }
 
 constexpr int kActThreads = 256;
@@ -444,7 +467,8 @@ void launch_any(const QuantWeights& w, const uint16_t* x, float* y, int n_rows, 
 void check_weights(const QuantWeights& w, const char* who) {
   if (w.n < 1 || w.k < 1 || w.codes == nullptr || w.scales == nullptr || w.block_rows < 1 || w.block_cols < 1 ||
       w.n_groups < 1 || w.row_bytes % 16 != 0 || (w.fmt == QFmt::Int4 && w.zeros == nullptr) ||
-      (w.g_idx && (w.n_seg < 1 || w.n_seg > kQuantMaxSegments)))
+      ((w.g_idx || w.col_perm) && (w.n_seg < 1 || w.n_seg > kQuantMaxSegments)) || (w.g_idx && w.col_perm) ||
+      (w.col_perm && !w.x_perm))
     throw std::runtime_error(std::string(who) + ": malformed QuantWeights");
 }
 
@@ -452,6 +476,9 @@ void check_weights(const QuantWeights& w, const char* who) {
 
 bool quant_fast_path(const QuantWeights& w) {
   const int e = chunk_cols(w.fmt);
+  if (w.col_perm)
+    for (int i = 0; i + 1 < w.n_seg; ++i)
+      if (w.seg_end[i] % kRows != 0) return false;  // a row group would straddle two x planes
   return w.g_idx == nullptr && w.k % e == 0 && (w.block_cols % e == 0 || w.block_cols >= w.k);
 }
 
@@ -462,6 +489,11 @@ void launch_gemv_quant(const QuantWeights& w, const uint16_t* x, float* y, int n
   QuantWeights v = w;
   // NOTE: a single group wider than the row (block_cols >= k) is one group of whole chunks.
   if (v.block_cols >= v.k && v.g_idx == nullptr) v.block_cols = (v.k + chunk_cols(v.fmt) - 1) / chunk_cols(v.fmt) * chunk_cols(v.fmt);
+  if (v.col_perm && quant_fast_path(v)) {
+    permute_act_kernel<<<dim3(v.n_seg, n_rows), 256, 0, s>>>(x, v.col_perm, v.k, v.x_perm);
+    NINFER_CUDA_CHECK(cudaGetLastError());
+    x = v.x_perm;
+  }
   launch_any(v, x, y, n_rows, accumulate, alpha, nullptr, 1, 1, s);
 }
 
@@ -469,6 +501,7 @@ void launch_gemv_gathered_quant(const QuantWeights& w, const int32_t* experts, c
                                 int n_rows, cudaStream_t s) {
   check_weights(w, "launch_gemv_gathered_quant");
   if (n_rows < 1 || x_div < 1) throw std::runtime_error("launch_gemv_gathered_quant: rows >= 1, x_div >= 1");
+  if (w.col_perm) throw std::runtime_error("launch_gemv_gathered_quant: experts keep g_idx (no col_perm)");
   QuantWeights v = w;
   if (v.block_cols >= v.k && v.g_idx == nullptr) v.block_cols = (v.k + chunk_cols(v.fmt) - 1) / chunk_cols(v.fmt) * chunk_cols(v.fmt);
   launch_any(v, x, y, 1, false, 1.0f, experts, x_div, n_rows, s);

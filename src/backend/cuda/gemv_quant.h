@@ -18,6 +18,12 @@
 //   zeros  [scale_rows][n_groups] u8 (int4 only), beside the scales.
 //   g_idx  [n_seg][k] int32 or null (GPTQ desc_act): one column-to-group map per stacked part
 //          (q, k and v each have their own), part i covering rows [seg_end[i-1], seg_end[i]).
+//   col_perm [n_seg][k] int32 or null: instead of g_idx when every group of a part's g_idx has
+//          the same number of columns (GPTQ's act-order: g_idx[c] = position / group): the
+//          part's code columns are stored sorted by group (stable), column j of the codes
+//          holding matrix column col_perm[seg][j], so that groups are contiguous again
+//          (block_cols = the group size) and the fast path runs on the activations permuted
+//          alike (x_perm: [n_seg][8][k] bf16 scratch, written by the launcher per launch).
 // Element (r, c) is dequantised exactly as the CPU does (weight_format.h): fp8 e4m3(q) * s,
 // int8 q * s, int4 (q - z) * s.
 //
@@ -48,8 +54,10 @@ struct QuantWeights {
   const float* scales = nullptr;     // [ceil(n / block_rows)][n_groups]
   const uint8_t* zeros = nullptr;    // like scales (int4), else null
   const int32_t* g_idx = nullptr;    // [n_seg][k] or null
+  const int32_t* col_perm = nullptr; // [n_seg][k] or null (then g_idx is null)
+  uint16_t* x_perm = nullptr;        // [n_seg][8][k] scratch, with col_perm
   int n_seg = 1;
-  int seg_end[kQuantMaxSegments] = {};  // row where part i ends (g_idx only)
+  int seg_end[kQuantMaxSegments] = {};  // row where part i ends (g_idx / col_perm only)
   // Gathered (MoE) launches: expert e's codes / scales / zeros / g_idx at e times these.
   size_t expert_codes = 0, expert_scales = 0, expert_gidx = 0;
 };
@@ -61,12 +69,14 @@ bool quant_fast_path(const QuantWeights& w);
 // (kGemvMaxRows). x: [n_rows, k] bf16; y: [n_rows, n] fp32.
 void launch_gemv_quant(const QuantWeights& w, const uint16_t* x, float* y, int n_rows, bool accumulate, float alpha,
                        cudaStream_t s);
-// MoE decode: y[r, :] = x[r / x_div, :] . dequant(w_e)^T with e = experts[r] (device) and w_e
+// (col_perm: first the activations permuted into x_perm, then the fast path.)
+// MoE decode (no col_perm): y[r, :] = x[r / x_div, :] . dequant(w_e)^T with e = experts[r] (device) and w_e
 // the expert's matrix (QuantWeights::expert_*). x: [n_rows / x_div, k] bf16; y: [n_rows, n]
 void launch_gemv_gathered_quant(const QuantWeights& w, const int32_t* experts, const uint16_t* x, int x_div, float* y,
                                 int n_rows, cudaStream_t s);
 
-// out[i, :] = bf16(dequant(w) row r0 + i) for i < n_rows: expert `expert`'s matrix.
+// out[i, :] = bf16(dequant(w) row r0 + i) for i < n_rows: expert `expert`'s matrix (columns in
+// the matrix's order also with col_perm).
 // out: [n_rows, k] bf16 (the prefill's bf16 tile of int8 / int4 / block-scaled fp8 weights).
 void launch_dequant_bf16(const QuantWeights& w, int expert, int r0, int n_rows, uint16_t* out, cudaStream_t s);
 

@@ -1,6 +1,7 @@
 // QuantMatrix parts -> the device layout of cuda/gemv_quant.h (quant_upload.h).
 #include "backend/cuda/quant_upload.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -16,7 +17,29 @@ cuda::QFmt cuda_qfmt(const WeightFormat& f) {
   fail("weight format '{}' has no CUDA kernels", f.name);
 }
 
-QuantHost pack_quant_parts(const std::vector<const QuantMatrix*>& parts) {
+namespace {
+
+// Whether q's g_idx groups columns in equal groups (the last may be smaller) of a size that is
+// a multiple of `unit`; *size receives it.
+bool regular_groups(const QuantMatrix& q, int64_t unit, int64_t* size) {
+  std::vector<int64_t> count(size_t(q.n_groups), 0);
+  for (int32_t g : q.g_idx) ++count[size_t(g)];
+  const int64_t gs = count[0];
+  if (gs == 0 || gs % unit != 0) return false;
+  for (size_t g = 0; g < count.size(); ++g)
+    if (g + 1 < count.size() ? count[g] != gs : (count[g] == 0 || count[g] > gs)) return false;
+  *size = gs;
+  return true;
+}
+
+uint8_t code_at(const QuantMatrix& q, int64_t r, int64_t c) {
+  const uint8_t* row = q.codes.data() + size_t(r * q.row_bytes());
+  return q.format->code_bits == 4 ? uint8_t((row[c / 2] >> (4 * (c & 1))) & 0xF) : row[c];
+}
+
+}  // namespace
+
+QuantHost pack_quant_parts(const std::vector<const QuantMatrix*>& parts, bool regroup) {
   NINFER_CHECK(!parts.empty() && parts.front() != nullptr, "pack_quant_parts: no parts");
   const QuantMatrix* q0 = parts.front();
   int64_t n = 0;
@@ -51,13 +74,41 @@ QuantHost pack_quant_parts(const std::vector<const QuantMatrix*>& parts) {
     if (parts[i]->block_rows != q0->block_rows || (i + 1 < parts.size() && parts[i]->rows % q0->block_rows != 0))
       stack = false;
   w.block_rows = stack ? int(q0->block_rows) : 1;
+  // NOTE: regrouping needs the codes' 16-byte loads (16 or 32 columns) to lie in one group and
+  // the parts to start on a GEMV row group (4 rows), else g_idx stays (the general path).
+  const int64_t unit = q0->format->code_bits == 4 ? 32 : 16;
+  int64_t gsize = 0;
+  bool perm = regroup && !q0->g_idx.empty() && q0->cols % unit == 0;
+  for (size_t i = 0; perm && i < parts.size(); ++i) {
+    int64_t gs = 0;
+    perm = regular_groups(*parts[i], unit, &gs) && (gsize == 0 || gs == gsize) &&
+           (i + 1 == parts.size() || parts[i]->rows % 4 == 0);
+    gsize = gs;
+  }
+  if (perm) w.block_cols = int(gsize);
   const bool zeros = q0->format->zeros;
   h.codes.assign(size_t(n) * size_t(w.row_bytes), 0);
   int64_t r = 0;
   w.n_seg = 0;
   for (const QuantMatrix* q : parts) {
-    for (int64_t i = 0; i < q->rows; ++i, ++r)
-      std::memcpy(h.codes.data() + size_t(r) * size_t(w.row_bytes), q->codes.data() + size_t(i * rb), size_t(rb));
+    std::vector<int32_t> order;  // regrouped: code column j holds matrix column order[j]
+    if (perm) {
+      order.resize(size_t(q->cols));
+      for (int64_t c = 0; c < q->cols; ++c) order[size_t(c)] = int32_t(c);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int32_t a, int32_t b) { return q->g_idx[size_t(a)] < q->g_idx[size_t(b)]; });
+      h.col_perm.insert(h.col_perm.end(), order.begin(), order.end());
+    }
+    for (int64_t i = 0; i < q->rows; ++i, ++r) {
+      uint8_t* dst = h.codes.data() + size_t(r) * size_t(w.row_bytes);
+      if (!perm) {
+        std::memcpy(dst, q->codes.data() + size_t(i * rb), size_t(rb));
+      } else if (q->format->code_bits == 4) {
+        for (int64_t j = 0; j < q->cols; ++j) dst[j / 2] |= uint8_t(code_at(*q, i, order[size_t(j)]) << (4 * (j & 1)));
+      } else {
+        for (int64_t j = 0; j < q->cols; ++j) dst[j] = code_at(*q, i, order[size_t(j)]);
+      }
+    }
     if (stack) {
       h.scales.insert(h.scales.end(), q->scales.begin(), q->scales.end());
       if (zeros) h.zeros.insert(h.zeros.end(), q->zeros.begin(), q->zeros.end());
@@ -70,7 +121,7 @@ QuantHost pack_quant_parts(const std::vector<const QuantMatrix*>& parts) {
       }
     }
     if (!q0->g_idx.empty()) {
-      h.g_idx.insert(h.g_idx.end(), q->g_idx.begin(), q->g_idx.end());
+      if (!perm) h.g_idx.insert(h.g_idx.end(), q->g_idx.begin(), q->g_idx.end());
       w.seg_end[w.n_seg++] = int(r);
     }
   }

@@ -16,6 +16,7 @@ struct QuantHost {
   std::vector<uint8_t> codes, zeros;
   std::vector<float> scales;
   std::vector<int32_t> g_idx;
+  std::vector<int32_t> col_perm;  // [n_seg][k] when the g_idx were regrouped (then g_idx is empty)
   std::string name;  // the first part's tensor, for errors
 };
 
@@ -27,6 +28,10 @@ cuda::QFmt cuda_qfmt(const WeightFormat& f);
 // groups per row, else repeated per row (block_rows 1: the FP8 GEMM's per-column scales); g_idx
 // one segment per part. Parts that differ in format, columns, groups or g_idx presence, or more
 // than cuda::kQuantMaxSegments parts with g_idx, are refused naming the tensors.
-QuantHost pack_quant_parts(const std::vector<const QuantMatrix*>& parts);
+// regroup: g_idx whose groups all have one size (the last may be smaller), a multiple of a
+// 16-byte load's columns, with parts of whole row groups (4 rows), become col_perm: each part's
+// code columns sorted by group, block_cols the group size (gemv_quant.h); not for experts (the
+// gathered GEMV takes no col_perm).
+QuantHost pack_quant_parts(const std::vector<const QuantMatrix*>& parts, bool regroup = false);
 
 }  // namespace ninfer
