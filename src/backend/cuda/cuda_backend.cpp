@@ -623,9 +623,12 @@ class CudaBackend final : public Backend, private LayerOps {
         upload_bias(D.bias[p], L.proj[p]);
       }
       for (size_t v = 0; v < D.vec.size(); ++v) upload_vec(D.vec[v], L.vec[v], vec_is_norm(Vec(v)) ? offset : 0.0f);
-      if (!L.experts.empty() && proj_quantised(L.experts.front().gate_up)) {
+      if (!L.experts.empty() && (proj_quantised(L.experts.front().gate_up) || proj_quantised(L.experts.front().down))) {
         std::vector<QuantHost> gu, down;
         for (const ExpertWeights& e : L.experts) {
+          if (!proj_quantised(e.gate_up) || !proj_quantised(e.down))
+            fail("layer {}: an expert's gate|up and down are quantised and dense mixed; the CUDA backend needs every "
+                 "expert of a layer in one quantised layout (use --device cpu)", i);
           gu.push_back(pack_quant(e.gate_up, false));
           down.push_back(pack_quant(e.down, false));
         }
