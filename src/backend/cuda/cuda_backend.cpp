@@ -840,7 +840,8 @@ class CudaBackend final : public Backend, private LayerOps {
   void gemm_dequant(const uint16_t* act, int rows, const cuda::QuantWeights& w, int expert, float* out,
                     bool accumulate, float alpha) {
     NINFER_CHECK(deq_.bytes() >= size_t(w.k) * 2, "no dequantisation tile for a quantised matrix");
-    const int tile = int(std::min<size_t>(size_t(w.n), deq_.bytes() / (size_t(w.k) * 2)));
+    // (at most 65535 rows: the dequantiser's grid.y is its tile rows)
+    const int tile = int(std::min<size_t>({size_t(w.n), deq_.bytes() / (size_t(w.k) * 2), size_t(65535)}));
     const float one = 1.0f, zero = 0.0f;
     for (int r0 = 0; r0 < w.n; r0 += tile) {
       const int nr = std::min(tile, w.n - r0);

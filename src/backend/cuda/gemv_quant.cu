@@ -509,7 +509,8 @@ void launch_gemv_gathered_quant(const QuantWeights& w, const int32_t* experts, c
 
 void launch_dequant_bf16(const QuantWeights& w, int expert, int r0, int n_rows, uint16_t* out, cudaStream_t s) {
   check_weights(w, "launch_dequant_bf16");
-  if (n_rows < 1 || r0 < 0 || r0 + n_rows > w.n) throw std::runtime_error("launch_dequant_bf16: rows out of range");
+  if (n_rows < 1 || n_rows > 65535 || r0 < 0 || r0 + n_rows > w.n)
+    throw std::runtime_error("launch_dequant_bf16: rows out of range (1..65535 per launch)");
   const dim3 grid((w.k + 255) / 256 < 8 ? (w.k + 255) / 256 : 8, n_rows);
   switch (w.fmt) {
     case QFmt::Fp8: dequant_bf16_kernel<QFmt::Fp8><<<grid, 256, 0, s>>>(w, expert, r0, out); break;
