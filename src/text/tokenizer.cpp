@@ -100,6 +100,18 @@ Tokenizer Tokenizer::load(const std::filesystem::path& model_dir) {
 
 Tokenizer Tokenizer::from_files(const std::filesystem::path& tokenizer_json,
                                 const std::filesystem::path& tokenizer_config_json) {
+  // NOTE: a field of the wrong JSON type (e.g. "add_prefix_space": "x") throws nlohmann's
+  // type_error from deep in the pipeline parsers: it becomes an Error naming the files.
+  try {
+    return from_files_checked(tokenizer_json, tokenizer_config_json);
+  } catch (const json::exception& e) {
+    fail("{}{}: a field has the wrong type: {}", tokenizer_json.string(),
+         tokenizer_config_json.empty() ? "" : " or " + tokenizer_config_json.string(), e.what());
+  }
+}
+
+Tokenizer Tokenizer::from_files_checked(const std::filesystem::path& tokenizer_json,
+                                        const std::filesystem::path& tokenizer_config_json) {
   auto impl = std::make_shared<Impl>();
   impl->what = tokenizer_json.string();
   const std::string& what = impl->what;

@@ -80,6 +80,9 @@ class Tokenizer {
   std::string eos_token() const;             // "" if none
 
  private:
+  // from_files without the conversion of nlohmann's type errors into an Error.
+  static Tokenizer from_files_checked(const std::filesystem::path& tokenizer_json,
+                                      const std::filesystem::path& tokenizer_config_json);
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
 };

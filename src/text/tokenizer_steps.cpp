@@ -34,9 +34,21 @@ const std::string& type_of(const json& j, std::string_view stage, std::string_vi
 }
 
 template <typename T>
-T get_or(const json& j, const char* key, T dflt) {
+T get_or(const json& j, const char* key, T dflt) {  // bool / string fields (type errors: tokenizer.cpp)
   if (!j.contains(key) || j[key].is_null()) return dflt;
   return j[key].get<T>();
+}
+
+// A count field (absent or null: 0). NOTE: nlohmann converts a float or a negative number to an
+// unsigned type with a plain cast, undefined behaviour out of range: only integers in
+// [0, INT32_MAX] pass.
+size_t get_count(const json& j, const char* key, std::string_view stage, std::string_view what) {
+  if (!j.contains(key) || j[key].is_null()) return 0;
+  const json& v = j[key];
+  if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(INT32_MAX)
+                                                          : v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX))
+    fail("{}: {} \"{}\" must be an integer from 0 to {}, got {}", what, stage, key, INT32_MAX, v.dump());
+  return size_t(v.get<int64_t>());
 }
 
 std::string get_string(const json& j, const char* key, std::string_view stage, std::string_view what) {
@@ -337,8 +349,8 @@ void Decoder::add(const json& j, std::string_view what) {
     Step s{Kind::Strip, nullptr, get_string(j, "content", "decoder Strip", what)};
     if (utf8::first_invalid(s.content) != s.content.size() || s.content.empty())
       fail("{}: decoder Strip content must be one character", what);
-    s.start = get_or<size_t>(j, "start", 0);
-    s.stop = get_or<size_t>(j, "stop", 0);
+    s.start = get_count(j, "start", "decoder Strip", what);
+    s.stop = get_count(j, "stop", "decoder Strip", what);
     steps_.push_back(std::move(s));
   } else if (type == "Metaspace") {
     Step s{Kind::Metaspace, nullptr, get_or<std::string>(j, "replacement", "\u2581")};

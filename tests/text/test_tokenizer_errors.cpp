@@ -95,6 +95,18 @@ TEST_F(TokenizerErrors, TokenIdsOutsideInt32AreNamed) {
   EXPECT_ERROR_HAS(load_error(), "tokenizer.json", "added_tokens id", "18446744073709551615");
 }
 
+// Fields of the wrong JSON type are Errors naming the file, not nlohmann's own exceptions; a count
+// that is a float or negative is refused before any conversion (fuzz_tokenizer_load, 2026-12-07:
+// a Strip decoder's "start": -9.2e19 reached a float-to-size_t cast, UB).
+TEST_F(TokenizerErrors, WrongFieldTypesAndCountsAreNamed) {
+  write("tokenizer.json", tokenizer(R"("pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": "x"})"));
+  EXPECT_ERROR_HAS(load_error(), "tokenizer.json", "wrong type", "boolean");
+  write("tokenizer.json", tokenizer(R"("decoder": {"type": "Strip", "content": " ", "start": -9.2e19, "stop": 0})"));
+  EXPECT_ERROR_HAS(load_error(), "tokenizer.json", "decoder Strip \"start\"", "-9.2e+19");
+  write("tokenizer.json", tokenizer(R"("decoder": {"type": "Strip", "content": " ", "start": 1, "stop": -1})"));
+  EXPECT_ERROR_HAS(load_error(), "tokenizer.json", "decoder Strip \"stop\"", "-1");
+}
+
 TEST_F(TokenizerErrors, UnsupportedNormalizer) {
   write("tokenizer.json", tokenizer(R"("normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKD"}, {"type": "Precompiled"}]})"));
   EXPECT_ERROR_HAS(load_error(), "tokenizer.json", "unsupported normalizer type 'Precompiled'");
