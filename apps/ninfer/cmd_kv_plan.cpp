@@ -20,7 +20,9 @@ struct PlanCmd {
   std::string model_dir, memory, kv_dtype, weights = "bf16";
   int64_t max_context = 0;
   int prefill_chunk = 512;
-  int kv_sink = -1, kv_recent = -1;  // the exact KV window (-1: the format's default)
+  // The exact KV window to count. NOTE: kv-plan plans for the GPU, which has no window yet, so
+  // none unless given (-1: the format's CPU default, default_kv_window).
+  int kv_sink = 0, kv_recent = 0;
   bool json = false;
 };
 
@@ -33,8 +35,10 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
   app->add_option("--weights", c->weights, "weights as held: bf16 (as stored) or quantised at load: fp8, int8, int4")
       ->capture_default_str();
   app->add_option("--max-context", c->max_context, "tokens of one sequence (default: max_position_embeddings)");
-  app->add_option("--kv-sink", c->kv_sink, "first tokens kept exact (bf16) per sequence (default: the format's)");
-  app->add_option("--kv-recent", c->kv_recent, "newest tokens kept exact (bf16) per sequence (default: the format's)");
+  app->add_option("--kv-sink", c->kv_sink, "first tokens kept exact (bf16) per sequence, counted once (-1: the format's CPU default)")
+      ->capture_default_str();
+  app->add_option("--kv-recent", c->kv_recent, "newest tokens kept exact (bf16) per sequence, counted once (-1: the format's CPU default)")
+      ->capture_default_str();
   app->add_flag("--json", c->json, "print a JSON array");
   app->callback([c]() {
     ModelConfig cfg = load_model_config(c->model_dir);

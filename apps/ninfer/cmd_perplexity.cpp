@@ -202,8 +202,8 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
       nlohmann::json j = {{"model", eng->model().dir.filename().string()},
                           {"file", c->file},
                           {"kv_dtype", std::string(T.fmt->name)},
-                          {"kv_sink", resolve_kv_window(T.fmt->name, o.kv_sink, o.kv_recent).sink},
-                          {"kv_recent", resolve_kv_window(T.fmt->name, o.kv_sink, o.kv_recent).recent},
+                          {"kv_sink", eng->window_for(*T.fmt).sink},
+                          {"kv_recent", eng->window_for(*T.fmt).recent},
                           {"weights", o.weights},
                           {"ctx", c->ctx},
                           {"stride", c->stride},
@@ -221,7 +221,7 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
       }
       arr.push_back(j);
       if (!c->json) {
-        const KvWindow w = resolve_kv_window(T.fmt->name, o.kv_sink, o.kv_recent);
+        const KvWindow w = eng->window_for(*T.fmt);
         std::printf("kv_dtype %-11s | exact sink %d recent %d | weights %s | windows %d x %d | tokens %lld | nll %.6f | ppl %.4f",
                     std::string(T.fmt->name).c_str(), w.sink, w.recent, o.weights.c_str(), n_windows, c->ctx, (long long)n_scored, mean_nll, std::exp(mean_nll));
         if (ref)

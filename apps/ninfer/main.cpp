@@ -30,6 +30,7 @@ void EngineFlags::add(CLI::App* app, bool kv_flags) {
                   "projections at load: fp8 (e4m3, per-channel scales), int8 (per channel), int4 (group 128, zero points)")
       ->capture_default_str();
   if (kv_flags) {
+    opt.kv_sink = opt.kv_recent = -1;  // the format's default unless given
     app->add_option("--kv-dtype", opt.kv_dtype, "KV cache format: " + kv_format_names_joined())
         ->capture_default_str();
     app->add_option("--kv-sink", opt.kv_sink,

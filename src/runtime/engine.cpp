@@ -86,6 +86,16 @@ std::unique_ptr<Engine> Engine::create(const std::filesystem::path& dir, const E
     in.state_slot_bytes = c.state_bytes();
   }
   e->window_ = e->window_for(*e->format_);
+  if (!e->window_.on() && default_kv_window(e->format_->name).on() && opt.kv_sink < 0 && opt.kv_recent < 0 &&
+      !opt.quiet) {
+    const KvWindow d = default_kv_window(e->format_->name);
+    const std::string why = !e->backend_->implements_kv_window()
+                                ? fmt::format("not implemented on {} yet", e->backend_->name())
+                                : std::string("the prefix cache is on (pass --kv-sink / --kv-recent to keep a window "
+                                              "instead; the prefix cache then turns off)");
+    std::fprintf(stderr, "note: %s's default exact KV window (--kv-sink %d --kv-recent %d) is off: %s\n",
+                 std::string(e->format_->name).c_str(), d.sink, d.recent, why.c_str());
+  }
   if (e->window_.on()) {
     in.window_slots = std::max(1, opt.max_sequences);
     in.window_slot_bytes = kv_window_slot_bytes(e->window_, c.n_attention_layers(), c.n_kv_heads, c.head_dim);
@@ -148,8 +158,11 @@ void Engine::set_kv_format(const KvFormat& fmt, std::optional<KvWindow> window) 
 KvWindow Engine::window_for(const KvFormat& fmt) const {
   const KvWindow w = resolve_kv_window(fmt.name, opt_.kv_sink, opt_.kv_recent);
   // NOTE: a default window where the backend lacks it would refuse every run of the format on
-  // that backend; the default falls back to none there, explicit flags are refused by name.
-  if (w.on() && opt_.kv_sink < 0 && opt_.kv_recent < 0 && !backend_->implements_kv_window()) return {};
+  // that backend, and one with the prefix cache requested would turn the cache off; the
+  // default falls back to none there. Explicit flags are refused by name (backend) or turn the
+  // prefix cache off.
+  if (w.on() && opt_.kv_sink < 0 && opt_.kv_recent < 0 && (!backend_->implements_kv_window() || opt_.prefix_cache))
+    return {};
   return w;
 }
 

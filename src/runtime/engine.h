@@ -29,9 +29,10 @@ struct EngineOptions {
   int threads = 0;              // CPU threads, 0: all
   std::string kv_dtype = "bf16";
   // The exact KV window (kv/kv_window.h): --kv-sink / --kv-recent tokens; -1: the format's
-  // default (default_kv_window).
-  int kv_sink = -1;
-  int kv_recent = -1;
+  // default (default_kv_window; what the CLI passes unless the flags are given). The format's
+  // default is off on a backend without the window and when the prefix cache is requested.
+  int kv_sink = 0;
+  int kv_recent = 0;
   // Weights: "bf16" keeps the checkpoint's (dense or quantised) weights as stored; fp8 | int8 |
   // int4 quantise a dense checkpoint's projections at load (model/weight_format.h).
   std::string weights = "bf16";
@@ -117,6 +118,9 @@ class Engine {
   // The window is `window`, or (nullopt) the options' window for fmt (resolve_kv_window).
   void set_kv_format(const KvFormat& fmt, std::optional<KvWindow> window = std::nullopt);
   const KvWindow& kv_window() const { return window_; }
+  // The window fmt gets from the options (resolve_kv_window); a format's default only on a
+  // backend that implements it and without the prefix cache.
+  KvWindow window_for(const KvFormat& fmt) const;
 
   // Raises or lowers max_context (no live sequence may be longer); at most the pool's tokens.
   void set_max_context(int64_t n);
@@ -181,9 +185,6 @@ class Engine {
   // Takes a free slot of `free` (free[i]: slot i), doubling the slots through grow(n) when
   // none is free.
   static int take_slot(std::vector<bool>& free, const std::function<void(int)>& grow);
-  // The window of fmt from the options (resolve_kv_window); a format's default window only on a
-  // backend that implements it.
-  KvWindow window_for(const KvFormat& fmt) const;
   // Publishes the pages of `seq` that its last step filled.
   void publish_full_pages(int32_t seq);
   std::unique_ptr<Model> model_;

@@ -84,6 +84,9 @@ TEST(KvWindow, BadFlagsNameTheFlag) {
   EXPECT_FALSE(default_kv_window("bf16").on());
   EXPECT_FALSE(default_kv_window("int8").on());
   EXPECT_FALSE(default_kv_window("rk4v4-e8").on());
+  EXPECT_EQ(default_kv_window("rk2v4-e8"), (KvWindow{0, 128}));  // measured: docs/BENCHMARKS.md
+  EXPECT_EQ(resolve_kv_window("rk2v4-e8", -1, 0), (KvWindow{0, 0}));
+  EXPECT_EQ(resolve_kv_window("rk2v4-e8", 4, -1), (KvWindow{4, 128}));
 }
 
 TEST(KvWindowCapacity, SlotBytesAndPlanByHand) {

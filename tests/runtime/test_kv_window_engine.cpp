@@ -42,10 +42,27 @@ TEST(EngineKvWindow, CapacityLineCountsTheWindow) {
   EXPECT_NE(e->capacity_line().find("rk2v4-e8 + exact sink 4 / recent 64"), std::string::npos) << e->capacity_line();
   EXPECT_NE(e->capacity_line().find("| window 2 x 2.2 MiB |"), std::string::npos) << e->capacity_line();
   EXPECT_FALSE(e->prefix_cache_enabled());
-  // Without flags rk2v4-e8 gets its default; explicit 0 / 0 turns the window off.
+  // -1 / -1 (the CLI without flags) gives rk2v4-e8 its default; 0 / 0 turns the window off.
+  EXPECT_EQ(make(-1, -1)->kv_window(), (KvWindow{0, 128}));
   auto off = make(0, 0);
   EXPECT_FALSE(off->kv_window().on());
   EXPECT_EQ(off->capacity_line().find("window"), std::string::npos);
+  // With the prefix cache requested the default falls back to none (the cache stays on);
+  // explicit flags keep the window and turn the cache off.
+  EngineOptions o;
+  o.device = "cpu";
+  o.kv_dtype = "rk2v4-e8";
+  o.max_context = 512;
+  o.prefix_cache = true;
+  o.kv_sink = o.kv_recent = -1;  // the format's default, as the CLI asks
+  o.quiet = true;
+  auto cached = Engine::create(test::model_dir("ref-qwen3-d256"), o);
+  EXPECT_FALSE(cached->kv_window().on());
+  EXPECT_TRUE(cached->prefix_cache_enabled());
+  o.kv_recent = 64;
+  auto windowed = Engine::create(test::model_dir("ref-qwen3-d256"), o);
+  EXPECT_EQ(windowed->kv_window(), (KvWindow{0, 64}));
+  EXPECT_FALSE(windowed->prefix_cache_enabled());
 }
 
 // Three sequences (one more than planned) decoded in one batch give each the logits it gets
