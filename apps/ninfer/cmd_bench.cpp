@@ -205,12 +205,6 @@ void run_prefix_ttft(const BenchCmd& c) {
   o.kv_sink = c.kv_sink;
   o.kv_recent = c.kv_recent;
   check_kv_window_flags(o.kv_sink, o.kv_recent);
-  // NOTE: --fill-from repeats compressed pages, which an exact window cannot follow: a format's
-  // default window is off for it (explicit flags are refused by Engine::extend_by_repeating).
-  if (c.fill_from > 0 && o.kv_sink < 0 && o.kv_recent < 0 && default_kv_window(o.kv_dtype).on()) {
-    o.kv_sink = o.kv_recent = 0;
-    std::fprintf(stderr, "note: --fill-from: %s's default exact KV window is off\n", o.kv_dtype.c_str());
-  }
   o.weights = c.weights;
   o.random_weights_seed = c.random_weights;
   if (!c.memory_budget.empty()) o.memory_budget = int64_t(parse_bytes(c.memory_budget, "--memory-budget"));
@@ -303,6 +297,12 @@ void run_model(const BenchCmd& c) {
   o.kv_sink = c.kv_sink;
   o.kv_recent = c.kv_recent;
   check_kv_window_flags(o.kv_sink, o.kv_recent);
+  // NOTE: --fill-from repeats compressed pages, which an exact window cannot follow: a format's
+  // default window is off for it (explicit flags are refused by Engine::extend_by_repeating).
+  if (c.fill_from > 0 && o.kv_sink < 0 && o.kv_recent < 0 && default_kv_window(o.kv_dtype).on()) {
+    o.kv_sink = o.kv_recent = 0;
+    std::fprintf(stderr, "note: --fill-from: %s's default exact KV window is off\n", o.kv_dtype.c_str());
+  }
   o.weights = c.weights;
   o.random_weights_seed = c.random_weights;
   if (!c.memory_budget.empty()) o.memory_budget = int64_t(parse_bytes(c.memory_budget, "--memory-budget"));
