@@ -88,6 +88,7 @@ struct BenchCmd {
   // its largest explicit entry (1 when the list is only `max`).
   std::vector<int> batches{1};
   int fill_from = 0;
+  int kv_sink = -1, kv_recent = -1;  // the exact KV window (-1: the format's default)
   int64_t max_context = 0;  // 0: what the run's own flags need (+ one page)
   int prefix_ttft = 0;  // > 0: time to first token of a prompt this long, cold and from the prefix cache
   bool max_depth = false;
@@ -242,6 +243,9 @@ void run_prefix_ttft(const BenchCmd& c) {
   o.device = c.device;
   o.threads = c.threads;
   o.kv_dtype = c.kv_dtype;
+  o.kv_sink = c.kv_sink;
+  o.kv_recent = c.kv_recent;
+  check_kv_window_flags(o.kv_sink, o.kv_recent);
   o.weights = c.weights;
   o.random_weights_seed = c.random_weights;
   if (!c.memory_budget.empty()) o.memory_budget = int64_t(parse_bytes(c.memory_budget, "--memory-budget"));
@@ -336,6 +340,15 @@ void run_model(const BenchCmd& c) {
   o.device = c.device;
   o.threads = c.threads;
   o.kv_dtype = c.kv_dtype;
+  o.kv_sink = c.kv_sink;
+  o.kv_recent = c.kv_recent;
+  check_kv_window_flags(o.kv_sink, o.kv_recent);
+  // NOTE: --fill-from repeats compressed pages, which an exact window cannot follow: a format's
+  // default window is off for it (explicit flags are refused by Engine::extend_by_repeating).
+  if (c.fill_from > 0 && o.kv_sink < 0 && o.kv_recent < 0 && default_kv_window(o.kv_dtype).on()) {
+    o.kv_sink = o.kv_recent = 0;
+    std::fprintf(stderr, "note: --fill-from: %s's default exact KV window is off\n", o.kv_dtype.c_str());
+  }
   o.weights = c.weights;
   o.random_weights_seed = c.random_weights;
   if (!c.memory_budget.empty()) o.memory_budget = int64_t(parse_bytes(c.memory_budget, "--memory-budget"));
@@ -585,6 +598,8 @@ RegisterCommand reg_bench("bench", "prefill/decode throughput of a model, or dec
   model(app->add_option("-m,--model", c->model_dir, "Hugging Face model directory"));
   model(app->add_option("--device", c->device, "cpu, cuda or auto")->capture_default_str());
   model(app->add_option("--threads", c->threads, "CPU threads (0: all cores)")->capture_default_str());
+  app->add_option("--kv-sink", c->kv_sink, "first tokens kept exact (bf16) beside the compressed cache (default: the format's)");
+  app->add_option("--kv-recent", c->kv_recent, "newest tokens kept exact (bf16) (default: the format's)");
   app->add_option("--kv-dtype", c->kv_dtype, "KV cache format (--attention: a comma-separated list)")
       ->capture_default_str();
   model(app->add_option("--weights", c->weights,

@@ -20,6 +20,9 @@ struct PlanCmd {
   std::string model_dir, memory, kv_dtype, weights = "bf16";
   int64_t max_context = 0;
   int prefill_chunk = 512;
+  // The exact KV window to count. NOTE: kv-plan plans for the GPU, which has no window yet, so
+  // none unless given (-1: the format's CPU default, default_kv_window).
+  int kv_sink = 0, kv_recent = 0;
   bool json = false;
 };
 
@@ -32,6 +35,10 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
   app->add_option("--weights", c->weights, "weights as held: bf16 (as stored) or quantised at load: fp8, int8, int4")
       ->capture_default_str();
   app->add_option("--max-context", c->max_context, "tokens of one sequence (default: max_position_embeddings)");
+  app->add_option("--kv-sink", c->kv_sink, "first tokens kept exact (bf16) per sequence, counted once (-1: the format's CPU default)")
+      ->capture_default_str();
+  app->add_option("--kv-recent", c->kv_recent, "newest tokens kept exact (bf16) per sequence, counted once (-1: the format's CPU default)")
+      ->capture_default_str();
   app->add_flag("--json", c->json, "print a JSON array");
   app->callback([c]() {
     ModelConfig cfg = load_model_config(c->model_dir);
@@ -42,6 +49,7 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
     } else {
       for (const KvFormat* f : kv_formats()) fmts.push_back(f);
     }
+    check_kv_window_flags(c->kv_sink, c->kv_recent);
     const WeightFormat* at_load = parse_weights_option(c->weights);
     if (at_load && cfg.quant)
       fail("--weights {}: {}/config.json says the checkpoint is already quantised (quantization_config '{}')",
@@ -72,7 +80,8 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
       std::fprintf(out, "head_dim %d is stored zero-padded to %d on the GPU (%.0f%% more KV bytes): the bytes below are "
                    "the GPU's\n", cfg.head_dim, row_dim, 100.0 * (row_dim - cfg.head_dim) / cfg.head_dim);
     nlohmann::json arr = nlohmann::json::array();
-    std::fprintf(out, "%-12s %14s %14s %12s %10s\n", "format", "bytes/token", "tokens", "pages", "vs bf16");
+    std::fprintf(out, "%-12s %14s %14s %12s %10s  %s\n", "format", "bytes/token", "tokens", "pages", "vs bf16",
+                 "exact window (one sequence's, counted once)");
     int64_t bf16_tokens = 0;
     for (const KvFormat* f : fmts) {
       nlohmann::json row = {{"format", std::string(f->name)}};
@@ -84,14 +93,22 @@ RegisterCommand reg("kv-plan", "tokens of KV context that fit in a memory size, 
         continue;
       }
       const size_t per_token = kv_bytes_per_token(cfg, *f, row_dim);
-      const size_t used = weights + workspace + headroom + state;
+      // The exact window of one sequence, planned like the engine's one slot (at the GPU's row width).
+      const KvWindow w = resolve_kv_window(f->name, c->kv_sink, c->kv_recent);
+      const size_t window = kv_window_slot_bytes(w, cfg.n_attention_layers(), cfg.n_kv_heads, row_dim);
+      const size_t used = weights + workspace + headroom + state + window;
       const int64_t pages = memory > used ? int64_t((memory - used) / (per_token * kPageSize)) : 0;
       const int64_t tokens = pages * kPageSize;
       if (f->name == "bf16") bf16_tokens = tokens;
       std::fprintf(out, "%-12s %14s %14s %12s", std::string(f->name).c_str(), with_commas(int64_t(per_token)).c_str(),
                   with_commas(tokens).c_str(), with_commas(pages).c_str());
       if (bf16_tokens > 0) std::fprintf(out, " %9.2fx", double(tokens) / double(bf16_tokens));
+      else std::fprintf(out, " %10s", "");
+      if (w.on()) std::fprintf(out, "  sink %d + recent %d: %s", w.sink, w.recent, format_bytes(window).c_str());
       std::fprintf(out, "\n");
+      row["kv_sink"] = w.sink;
+      row["kv_recent"] = w.recent;
+      row["window_bytes_per_sequence"] = window;
       row["kv_bytes_per_token"] = per_token;
       row["tokens"] = tokens;
       row["pages"] = pages;

@@ -157,6 +157,8 @@ RegisterCommand reg("needle", "multi-needle retrieval accuracy through the chat 
     }
     nlohmann::json j = {{"model", eng->model().dir.filename().string()},
                         {"kv_dtype", std::string(eng->kv_format().name)},
+                        {"kv_sink", eng->kv_window().sink},
+                        {"kv_recent", eng->kv_window().recent},
                         {"trials", c->trials},
                         {"needles", c->needles},
                         {"seed", c->seed},

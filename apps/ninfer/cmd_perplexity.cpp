@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "apps/ninfer/command.h"
@@ -120,8 +121,11 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
     std::vector<float> logits, ref_logits;
     std::vector<double> ref_lp;  // [scored positions][vocab] log-probs of the reference
     std::vector<int> ref_top;    // [scored positions] its argmax
-    auto run_window = [&](Engine& e, const KvFormat& f, std::span<const int32_t> in, std::vector<float>& out) {
-      e.set_kv_format(f);
+    // NOTE: the reference runs without an exact window (a plain bf16 cache); the formats under
+    // test get --kv-sink / --kv-recent or their defaults.
+    auto run_window = [&](Engine& e, const KvFormat& f, std::span<const int32_t> in, std::vector<float>& out,
+                          std::optional<KvWindow> w = std::nullopt) {
+      e.set_kv_format(f, w);
       int32_t seq = e.new_sequence();
       try {
         e.prefill(seq, in, out, true);
@@ -142,7 +146,7 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
       // parallel (per-thread partial sums, combined in a fixed order per thread count).
       const int n_pos = c->ctx - first;
       if (ref) {
-        run_window(ref_engine, *ref, in, ref_logits);
+        run_window(ref_engine, *ref, in, ref_logits, KvWindow{});
         ++passes;
         ref_lp.resize(size_t(n_pos) * vocab);
         ref_top.resize(size_t(n_pos));
@@ -198,6 +202,8 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
       nlohmann::json j = {{"model", eng->model().dir.filename().string()},
                           {"file", c->file},
                           {"kv_dtype", std::string(T.fmt->name)},
+                          {"kv_sink", eng->window_for(*T.fmt).sink},
+                          {"kv_recent", eng->window_for(*T.fmt).recent},
                           {"weights", o.weights},
                           {"ctx", c->ctx},
                           {"stride", c->stride},
@@ -215,8 +221,9 @@ RegisterCommand reg("perplexity", "sliding-window perplexity of a text file (any
       }
       arr.push_back(j);
       if (!c->json) {
-        std::printf("kv_dtype %-11s | weights %s | windows %d x %d | tokens %lld | nll %.6f | ppl %.4f",
-                    std::string(T.fmt->name).c_str(), o.weights.c_str(), n_windows, c->ctx, (long long)n_scored, mean_nll, std::exp(mean_nll));
+        const KvWindow w = eng->window_for(*T.fmt);
+        std::printf("kv_dtype %-11s | exact sink %d recent %d | weights %s | windows %d x %d | tokens %lld | nll %.6f | ppl %.4f",
+                    std::string(T.fmt->name).c_str(), w.sink, w.recent, o.weights.c_str(), n_windows, c->ctx, (long long)n_scored, mean_nll, std::exp(mean_nll));
         if (ref)
           std::printf(" | ref %s%s%s ppl %.4f (%+.2f%%) | kl %.6f | top1 %.4f", std::string(ref->name).c_str(),
                       ref_eng ? " weights " : "", ref_eng ? c->kl_ref_weights.c_str() : "",

@@ -33,8 +33,15 @@ void EngineFlags::add(CLI::App* app, bool kv_flags) {
                   "random bf16 weights of --model's config.json made in memory with this seed instead of its "
                   "safetensors (speed and load runs of shapes without a checkpoint; the text is noise)");
   if (kv_flags) {
+    opt.kv_sink = opt.kv_recent = -1;  // the format's default unless given
     app->add_option("--kv-dtype", opt.kv_dtype, "KV cache format: " + kv_format_names_joined())
         ->capture_default_str();
+    app->add_option("--kv-sink", opt.kv_sink,
+                    "first tokens of each sequence kept exact (bf16) beside the compressed cache (default: the "
+                    "format's, see docs/BENCHMARKS.md)");
+    app->add_option("--kv-recent", opt.kv_recent,
+                    "newest tokens of each sequence kept exact (bf16); a page is compressed once complete and older "
+                    "(default: the format's)");
     app->add_option("--max-context", opt.max_context, "tokens per sequence (default: the model's max_position_embeddings)");
     app->add_option("--kv-capacity", opt.kv_capacity, "tokens in the KV pool (default: automatic)");
     app->add_flag("--allow-long-context", opt.allow_long_context,
@@ -54,6 +61,7 @@ EngineOptions EngineFlags::options_with_kv_dtype(const std::string& kv_dtype) co
   if (o.threads < 0) fail("--threads must be >= 0, got {}", o.threads);
   if (o.prefill_chunk < 1) fail("--prefill-chunk must be >= 1, got {}", o.prefill_chunk);
   if (o.kv_capacity < 0) fail("--kv-capacity must be >= 0, got {}", o.kv_capacity);
+  check_kv_window_flags(o.kv_sink, o.kv_recent);
   if (!memory_budget.empty()) o.memory_budget = int64_t(parse_bytes(memory_budget, "--memory-budget"));
   return o;
 }

@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "kv/format.h"
+#include "kv/kv_window.h"
 
 namespace ninfer {
 
@@ -32,6 +34,9 @@ struct SeqChunk {
   // state slot (Backend::init_state). A chunk at start_pos 0 starts from a zero state; any
   // other continues the slot's state, which must then be this sequence's after start_pos tokens.
   int state_slot = -1;
+  // With an exact KV window on (Backend::init_kv_window): the sequence's window slot. A chunk
+  // at start_pos 0 starts an empty window; any other needs the slot as this sequence left it.
+  int window_slot = -1;
 };
 
 struct MemoryInfo {
@@ -54,6 +59,20 @@ class Backend {
   // (Re)allocates n_slots recurrent-state slots of ModelConfig::state_bytes() each, keeping the
   // contents of the first min(old, new) slots. Models without DeltaNet layers need none.
   virtual void init_state(int n_slots) { (void)n_slots; }
+  // (Re)allocates n_slots window slots (kv/kv_window.h) for the exact window `w`, keeping the
+  // contents of the first min(old, new) slots when the window is unchanged. A backend that
+  // does not implement the window refuses one that is on, naming the flags.
+  virtual void init_kv_window(const KvWindow& w, int n_slots) {
+    (void)n_slots;
+    if (w.on())
+      fail("--kv-sink {} / --kv-recent {}: the {} backend does not implement the exact KV window yet; use "
+           "--device cpu, or --kv-sink 0 --kv-recent 0",
+           w.sink, w.recent, name());
+  }
+  virtual KvWindow kv_window() const { return {}; }
+  // Whether init_kv_window accepts a window that is on (a format's default window is used only
+  // where it does; an explicit --kv-sink / --kv-recent is refused elsewhere).
+  virtual bool implements_kv_window() const { return false; }
   // Runs the chunks; `logits` receives, in chunk order, n_tokens rows (all_logits) or one
   // row per chunk, each [vocab] fp32.
   virtual void forward(std::span<const SeqChunk> chunks, std::vector<float>& logits) = 0;

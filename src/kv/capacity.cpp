@@ -55,7 +55,10 @@ CapacityPlan plan_capacity(const CapacityInputs& in) {
   p.headroom = capacity_headroom(in.memory);
   p.state_slots = in.state_slots;
   p.state_slot_bytes = in.state_slot_bytes;
-  const size_t state = size_t(in.state_slots) * in.state_slot_bytes;
+  p.window_slots = in.window_slots;
+  p.window_slot_bytes = in.window_slot_bytes;
+  // NOTE: the window's bytes are counted with the per-sequence state: "- {} state" below.
+  const size_t state = size_t(in.state_slots) * in.state_slot_bytes + size_t(in.window_slots) * in.window_slot_bytes;
   const size_t used = in.weights + in.workspace + state + p.headroom;
   const size_t avail = in.memory > used ? in.memory - used : 0;
   p.pages_fit = int64_t(avail / in.page_bytes);
@@ -102,9 +105,11 @@ std::string format_bytes(size_t b) {
   return fmt::format("{:.1f} MiB", double(b) / double(1ull << 20));
 }
 
-std::string capacity_line(const CapacityPlan& p, const KvFormat& f) {
-  const std::string state =
+std::string capacity_line(const CapacityPlan& p, const KvFormat& f, const KvWindow& w) {
+  std::string state =
       p.state_slots > 0 ? fmt::format(" | state {} x {}", p.state_slots, format_bytes(p.state_slot_bytes)) : "";
+  if (p.window_slots > 0) state += fmt::format(" | window {} x {}", p.window_slots, format_bytes(p.window_slot_bytes));
+  const std::string exact = w.on() ? fmt::format(" + exact sink {} / recent {}", w.sink, w.recent) : "";
   std::string fits;
   if (p.max_context > 0) {
     // Pages are whole: a sequence of max_context tokens takes pages_for_tokens(max_context) of them.
@@ -112,8 +117,8 @@ std::string capacity_line(const CapacityPlan& p, const KvFormat& f) {
     fits = fmt::format(" | max-context {} fits {} sequence{}", with_commas(p.max_context), with_commas(n),
                        n == 1 ? "" : "s");
   }
-  return fmt::format("capacity | KV {} tokens, {}, {} | pages {}/{}{}{} | runtime {} | free {}",
-                     with_commas(p.tokens), f.name, p.automatic ? "auto" : "explicit",
+  return fmt::format("capacity | KV {} tokens, {}{}, {} | pages {}/{}{}{} | runtime {} | free {}",
+                     with_commas(p.tokens), f.name, exact, p.automatic ? "auto" : "explicit",
                      with_commas(p.pages), with_commas(p.pages_fit), fits, state, format_bytes(p.runtime_bytes),
                      format_bytes(p.free_bytes));
 }

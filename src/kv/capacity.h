@@ -11,6 +11,7 @@
 #include <string>
 
 #include "kv/format.h"
+#include "kv/kv_window.h"
 #include "kv/workspace.h"
 
 namespace ninfer {
@@ -54,6 +55,10 @@ struct CapacityInputs {
   // Recurrent state (DeltaNet layers): slots planned for and the bytes of one.
   int state_slots = 0;
   size_t state_slot_bytes = 0;
+  // Exact KV window (kv/kv_window.h): slots planned for (one per expected sequence) and the
+  // bytes of one (kv_window_slot_bytes), taken from the memory before the pages.
+  int window_slots = 0;
+  size_t window_slot_bytes = 0;
 };
 
 struct CapacityPlan {
@@ -63,7 +68,9 @@ struct CapacityPlan {
   size_t kv_bytes = 0;
   int state_slots = 0;       // recurrent-state slots and the bytes of one (0: none)
   size_t state_slot_bytes = 0;
-  size_t runtime_bytes = 0;  // weights + workspace + state + kv
+  int window_slots = 0;      // exact-window slots and the bytes of one (0: no window)
+  size_t window_slot_bytes = 0;
+  size_t runtime_bytes = 0;  // weights + workspace + state + window + kv
   size_t free_bytes = 0;     // memory - runtime (headroom included)
   size_t headroom = 0;
   bool automatic = false;
@@ -76,8 +83,10 @@ size_t capacity_headroom(size_t memory);
 CapacityPlan plan_capacity(const CapacityInputs& in);
 // "capacity | KV 181,568 tokens, rk2v4-e8, auto | pages 2,837/4,096 | runtime 7.31 GiB | free 2.30 GiB"
 // (pages allocated / pages that fit in the memory available), with "| state 4 x 60.4 MiB"
-// before runtime for a model with recurrent state.
-std::string capacity_line(const CapacityPlan& p, const KvFormat& f);
+// before runtime for a model with recurrent state, and with an exact window on, after the format,
+// its tokens and "| window 1 x 4.0 MiB" (slots x bytes of one) before runtime:
+// "capacity | KV 8,192 tokens, rk2v4-e8 + exact sink 16 / recent 128, explicit | ..."
+std::string capacity_line(const CapacityPlan& p, const KvFormat& f, const KvWindow& w = {});
 
 std::string with_commas(int64_t v);
 std::string format_bytes(size_t bytes);  // "7.31 GiB", "512.0 MiB"

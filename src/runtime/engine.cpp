@@ -85,6 +85,21 @@ std::unique_ptr<Engine> Engine::create(const std::filesystem::path& dir, const E
     in.state_slots = std::max(1, opt.max_sequences);
     in.state_slot_bytes = c.state_bytes();
   }
+  e->window_ = e->window_for(*e->format_);
+  if (!e->window_.on() && default_kv_window(e->format_->name).on() && opt.kv_sink < 0 && opt.kv_recent < 0 &&
+      !opt.quiet) {
+    const KvWindow d = default_kv_window(e->format_->name);
+    const std::string why = !e->backend_->implements_kv_window()
+                                ? fmt::format("not implemented on {} yet", e->backend_->name())
+                                : std::string("the prefix cache is on (pass --kv-sink / --kv-recent to keep a window "
+                                              "instead; the prefix cache then turns off)");
+    std::fprintf(stderr, "note: %s's default exact KV window (--kv-sink %d --kv-recent %d) is off: %s\n",
+                 std::string(e->format_->name).c_str(), d.sink, d.recent, why.c_str());
+  }
+  if (e->window_.on()) {
+    in.window_slots = std::max(1, opt.max_sequences);
+    in.window_slot_bytes = kv_window_slot_bytes(e->window_, c.n_attention_layers(), c.n_kv_heads, c.head_dim);
+  }
   if (e->backend_->name() == "cpu") {
     // On the CPU the pool is ordinary RAM: automatic capacity is what the expected sequences
     // need, not all free memory.
@@ -97,11 +112,17 @@ std::unique_ptr<Engine> Engine::create(const std::filesystem::path& dir, const E
     e->backend_->init_state(in.state_slots);
     e->state_free_.assign(size_t(in.state_slots), true);
   }
-  e->capacity_line_ = ninfer::capacity_line(plan, *e->format_);
+  e->backend_->init_kv_window(e->window_, in.window_slots);
+  e->window_free_.assign(size_t(in.window_slots), true);
+  e->capacity_line_ = ninfer::capacity_line(plan, *e->format_, e->window_);
   if (opt.prefix_cache) {
     bool length_dependent = false;
     for (const RopeSpec& r : c.ropes) length_dependent = length_dependent || rope_depends_on_length(r);
-    e->prefix_enabled_ = !length_dependent && c.state_bytes() == 0;
+    e->prefix_enabled_ = !length_dependent && c.state_bytes() == 0 && !e->window_.on();
+    // NOTE: a cached page holds only codes; the exact window of its tokens would have to be
+    // cached with it.
+    if (e->window_.on() && !opt.quiet)
+      std::fprintf(stderr, "prefix cache off: the exact KV window (--kv-sink/--kv-recent) is on\n");
     if (length_dependent && !opt.quiet)
       std::fprintf(stderr, "prefix cache off: the model's rope table depends on the sequence length\n");
     // NOTE: cached KV pages alone cannot resume a DeltaNet layer: its state after the prefix
@@ -114,14 +135,35 @@ std::unique_ptr<Engine> Engine::create(const std::filesystem::path& dir, const E
   return e;
 }
 
-void Engine::set_kv_format(const KvFormat& fmt) {
+void Engine::set_kv_format(const KvFormat& fmt, std::optional<KvWindow> window) {
   NINFER_CHECK(seqs_.empty(), "set_kv_format with {} live sequences", seqs_.size());
   fmt.check_head_dim(config().head_dim);
+  const KvWindow w = window ? *window : window_for(fmt);
+  if (!(w == window_)) {
+    // NOTE: the pool keeps its pages; the window's slots are per sequence and not counted in
+    // them (perplexity switches formats on one pool).
+    window_ = w;
+    const int slots = std::max<int>(1, int(window_free_.size()));
+    backend_->init_kv_window(w, w.on() ? slots : 0);
+    window_free_.assign(w.on() ? size_t(slots) : 0, true);
+    if (w.on()) prefix_enabled_ = false;
+  }
   if (&fmt == format_) return;
   format_ = &fmt;
   backend_->init_kv(fmt, pages_->n_pages());
   pages_->drop_cache();
   if (prefix_enabled_) prefix_seed_ = prefix_chain_seed(*model_, fmt, opt_.random_weights_seed);
+}
+
+KvWindow Engine::window_for(const KvFormat& fmt) const {
+  const KvWindow w = resolve_kv_window(fmt.name, opt_.kv_sink, opt_.kv_recent);
+  // NOTE: a default window where the backend lacks it would refuse every run of the format on
+  // that backend, and one with the prefix cache requested would turn the cache off; the
+  // default falls back to none there. Explicit flags are refused by name (backend) or turn the
+  // prefix cache off.
+  if (w.on() && opt_.kv_sink < 0 && opt_.kv_recent < 0 && (!backend_->implements_kv_window() || opt_.prefix_cache))
+    return {};
+  return w;
 }
 
 void Engine::set_max_context(int64_t n) {
@@ -134,6 +176,10 @@ void Engine::set_max_context(int64_t n) {
 
 void Engine::extend_by_repeating(int32_t seq, int64_t n_tokens) {
   const int64_t len = sequence_length(seq);
+  if (window_.on())
+    fail("bench --fill-from repeats compressed pages only: not with an exact KV window (--kv-sink {} --kv-recent "
+         "{}); pass --kv-sink 0 --kv-recent 0",
+         window_.sink, window_.recent);
   if (len <= 0 || len % kPageSize != 0)
     fail("extend_by_repeating: the sequence holds {} tokens, not a positive multiple of the page size {}", len,
          kPageSize);
@@ -163,25 +209,29 @@ void Engine::extend_by_repeating(int32_t seq, int64_t n_tokens) {
 int32_t Engine::new_sequence() {
   int32_t id = pages_->create_sequence();
   SeqState st;
-  if (config().state_bytes() > 0) {
-    auto it = std::find(state_free_.begin(), state_free_.end(), true);
-    if (it == state_free_.end()) {  // more sequences than planned: twice the slots (RAM or device memory)
-      const size_t n = state_free_.size();
-      backend_->init_state(int(2 * n));
-      state_free_.resize(2 * n, true);
-      it = state_free_.begin() + ptrdiff_t(n);
-    }
-    *it = false;
-    st.state_slot = int(it - state_free_.begin());
-  }
+  if (config().state_bytes() > 0) st.state_slot = take_slot(state_free_, [&](int n) { backend_->init_state(n); });
+  if (window_.on()) st.window_slot = take_slot(window_free_, [&](int n) { backend_->init_kv_window(window_, n); });
   seqs_[id] = std::move(st);
   return id;
+}
+
+int Engine::take_slot(std::vector<bool>& free, const std::function<void(int)>& grow) {
+  auto it = std::find(free.begin(), free.end(), true);
+  if (it == free.end()) {  // more sequences than planned: twice the slots (RAM or device memory)
+    const size_t n = free.size();
+    grow(int(std::max<size_t>(1, 2 * n)));
+    free.resize(std::max<size_t>(1, 2 * n), true);
+    it = free.begin() + ptrdiff_t(n);
+  }
+  *it = false;
+  return int(it - free.begin());
 }
 
 void Engine::free_sequence(int32_t seq) {
   pages_->release(seq);
   auto it = seqs_.find(seq);
   if (it != seqs_.end() && it->second.state_slot >= 0) state_free_[size_t(it->second.state_slot)] = true;
+  if (it != seqs_.end() && it->second.window_slot >= 0) window_free_[size_t(it->second.window_slot)] = true;
   seqs_.erase(seq);
 }
 
@@ -290,7 +340,7 @@ void Engine::step(std::span<const StepItem> items, std::vector<float>& logits) {
         NINFER_CHECK(pages_->writable(bt[size_t(b)]), "step would write shared page {} (refs {}, published {})",
                      bt[size_t(b)], pages_->refs(bt[size_t(b)]), pages_->is_published(bt[size_t(b)]));
     chunks.push_back(SeqChunk{it.tokens.data(), int(it.tokens.size()), int(start), bt.data(), int(bt.size()),
-                              it.all_logits, seqs_[it.seq].state_slot});
+                              it.all_logits, seqs_[it.seq].state_slot, seqs_[it.seq].window_slot});
   }
   backend_->forward(chunks, logits);
   for (const StepItem& it : items) {

@@ -28,6 +28,11 @@ struct EngineOptions {
   std::string device = "auto";  // cpu | cuda | auto
   int threads = 0;              // CPU threads, 0: all
   std::string kv_dtype = "bf16";
+  // The exact KV window (kv/kv_window.h): --kv-sink / --kv-recent tokens; -1: the format's
+  // default (default_kv_window; what the CLI passes unless the flags are given). The format's
+  // default is off on a backend without the window and when the prefix cache is requested.
+  int kv_sink = 0;
+  int kv_recent = 0;
   // Weights: "bf16" keeps the checkpoint's (dense or quantised) weights as stored; fp8 | int8 |
   // int4 quantise a dense checkpoint's projections at load (model/weight_format.h).
   std::string weights = "bf16";
@@ -110,7 +115,12 @@ class Engine {
 
   // Replaces the KV format (same page count); only when no sequence is live. Used by
   // `perplexity --kl-ref` to run the reference format in the same process.
-  void set_kv_format(const KvFormat& fmt);
+  // The window is `window`, or (nullopt) the options' window for fmt (resolve_kv_window).
+  void set_kv_format(const KvFormat& fmt, std::optional<KvWindow> window = std::nullopt);
+  const KvWindow& kv_window() const { return window_; }
+  // The window fmt gets from the options (resolve_kv_window); a format's default only on a
+  // backend that implements it and without the prefix cache.
+  KvWindow window_for(const KvFormat& fmt) const;
 
   // Raises or lowers max_context (no live sequence may be longer); at most the pool's tokens.
   void set_max_context(int64_t n);
@@ -170,7 +180,11 @@ class Engine {
     std::vector<uint64_t> page_keys; // chain key of each full page so far (prefix cache on)
     bool cacheable = true;           // false after extend_by_repeating (pages are not the model's)
     int state_slot = -1;             // DeltaNet models: the backend's recurrent-state slot
+    int window_slot = -1;            // exact KV window on: the backend's window slot
   };
+  // Takes a free slot of `free` (free[i]: slot i), doubling the slots through grow(n) when
+  // none is free.
+  static int take_slot(std::vector<bool>& free, const std::function<void(int)>& grow);
   // Publishes the pages of `seq` that its last step filled.
   void publish_full_pages(int32_t seq);
   std::unique_ptr<Model> model_;
@@ -189,6 +203,8 @@ class Engine {
   // Recurrent-state slots (models with DeltaNet layers): free[i] for slot i; more are
   // allocated when a new sequence finds none free.
   std::vector<bool> state_free_;
+  KvWindow window_;                 // the exact KV window of the current format
+  std::vector<bool> window_free_;   // window slots (window_ on), as state_free_
 };
 
 }  // namespace ninfer

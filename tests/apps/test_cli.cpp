@@ -461,5 +461,28 @@ TEST(Cli, MaxContextPastTrainedContextNeedsAllow) {
   EXPECT_NE(out.find("exceeds the model's max_position_embeddings 512"), std::string::npos) << out;
 }
 
+// --kv-sink / --kv-recent: bad values name the flag on every command that takes them; the
+// capacity line shows the window and its bytes (ref-qwen3-d256, recent 128: 3 ring pages =
+// 192 token slots x 12,288 B = 2,359,296 B = 2.2 MiB), and --kv-recent 0 turns rk2v4-e8's
+// default off.
+TEST(Cli, KvWindowFlags) {
+  NINFER_REQUIRE_MODEL("ref-qwen3-d256");
+  const std::string m = test::model_dir("ref-qwen3-d256").string();
+  expect_cli_error("run -m " + m + " --device cpu -p hi -n 1 --kv-sink -3", "--kv-sink must be in [0, 65536]");
+  expect_cli_error("perplexity -m " + m + " --device cpu -f README.md --kv-recent 70000", "--kv-recent");
+  expect_cli_error("bench -m " + m + " --device cpu --kv-recent -2", "--kv-recent");
+  expect_cli_error("kv-plan -m " + m + " --memory 24GiB --kv-sink -9", "--kv-sink");
+  std::string out;
+  ASSERT_EQ(test::run_command(ninfer_cmd("run -m " + m + " --device cpu -p hi -n 1 --kv-dtype rk2v4-e8") + " 2>&1", &out), 0)
+      << out;
+  EXPECT_NE(out.find("rk2v4-e8 + exact sink 0 / recent 128"), std::string::npos) << out;
+  EXPECT_NE(out.find("| window 1 x 2.2 MiB |"), std::string::npos) << out;
+  ASSERT_EQ(test::run_command(
+                ninfer_cmd("run -m " + m + " --device cpu -p hi -n 1 --kv-dtype rk2v4-e8 --kv-recent 0") + " 2>&1", &out),
+            0)
+      << out;
+  EXPECT_EQ(out.find("window"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace ninfer

@@ -230,6 +230,24 @@ class CpuBackend final : public Backend, private LayerOps {
     state_.resize(size_t(n_slots) * slot_floats_, 0.0f);
   }
 
+  void init_kv_window(const KvWindow& w, int n_slots) override {
+    NINFER_CHECK(n_slots >= 0, "init_kv_window: {} slots", n_slots);
+    const size_t per_slot = size_t(w.exact_pages()) * c_.n_kv_heads * kPageSize * size_t(c_.head_dim);
+    if (!(w == win_) || win_k_.size() != size_t(c_.n_layers)) {
+      win_k_.assign(size_t(c_.n_layers), {});
+      win_v_.assign(size_t(c_.n_layers), {});
+    }
+    win_ = w;
+    n_win_slots_ = w.on() ? n_slots : 0;
+    for (int l = 0; l < c_.n_layers; ++l) {
+      if (c_.layers[size_t(l)].mixer != Mixer::Attention) continue;
+      win_k_[size_t(l)].resize(per_slot * size_t(n_win_slots_), 0);
+      win_v_[size_t(l)].resize(per_slot * size_t(n_win_slots_), 0);
+    }
+  }
+  KvWindow kv_window() const override { return win_; }
+  bool implements_kv_window() const override { return true; }
+
   const KvFormat& kv_format() const override {
     NINFER_CHECK(fmt_ != nullptr, "init_kv was not called");
     return *fmt_;
@@ -331,7 +349,7 @@ class CpuBackend final : public Backend, private LayerOps {
     return v_pool_[size_t(layer)].data() +
            ((size_t(page) * c_.n_kv_heads + size_t(head)) * kPageSize + size_t(slot)) * v_row_;
   }
-  void attend(int layer, const SeqChunk& ch, const float* q, int ld, float* out);
+  void attend(int layer, const SeqChunk& ch, const float* q, int ld, float* out, const fast::ExactKv& exact);
 
   ModelConfig c_;
   std::unique_ptr<cpu::ThreadPool> pool_;  // the fast path's threads
@@ -344,6 +362,24 @@ class CpuBackend final : public Backend, private LayerOps {
   int n_pages_ = 0;
   size_t k_row_ = 0, v_row_ = 0;
   std::vector<std::vector<uint8_t>> k_pool_, v_pool_;
+  // The exact window (kv/kv_window.h): per layer, n_win_slots_ slots of win_.exact_pages()
+  // bf16 pages [n_kv_heads][kPageSize][head_dim], K and V, rows in the raw basis.
+  KvWindow win_;
+  int n_win_slots_ = 0;
+  std::vector<std::vector<uint16_t>> win_k_, win_v_;
+  size_t win_slot_values() const { return size_t(win_.exact_pages()) * c_.n_kv_heads * kPageSize * size_t(c_.head_dim); }
+  fast::ExactKv exact_kv(const SeqChunk& ch, const float* rows, int ld) const {
+    fast::ExactKv e;
+    if (!win_.on()) return e;
+    e.w = win_;
+    e.k = win_k_[size_t(l_)].data() + size_t(ch.window_slot) * win_slot_values();
+    e.v = win_v_[size_t(l_)].data() + size_t(ch.window_slot) * win_slot_values();
+    e.k_new = rows + c_.q_dim();
+    e.v_new = rows + c_.q_dim() + c_.kv_dim();
+    e.ld_new = ld;
+    e.new_start = ch.start_pos;
+    return e;
+  }
   // The current forward: its chunks, tokens, positions and activations (model/family.h).
   std::span<const SeqChunk> chunks_;
   int T_ = 0, l_ = 0;
@@ -401,8 +437,20 @@ void CpuBackend::attention() {
       const int p = ch.start_pos + i;
       const int page = ch.block_table[p / kPageSize], slot = p % kPageSize;
       const float* row = qkv_.data() + size_t(t0 + i) * ld + qd + size_t(h) * d;
-      if (side != 1) fmt_->k.encode(row, d, k_slot(l_, page, h, slot));
-      if (side != 0) fmt_->v.encode(row + kvd, d, v_slot(l_, page, h, slot));
+      // NOTE: with an exact window a token is encoded from its bf16-rounded row, the value
+      // the window holds, so its code does not depend on how the tokens were chunked.
+      thread_local std::vector<float> rounded;
+      if (win_.on()) {
+        rounded.resize(size_t(2) * d);
+        for (int j = 0; j < d; ++j) {
+          rounded[size_t(j)] = bf16_to_f32(f32_to_bf16(row[j]));
+          rounded[size_t(d + j)] = bf16_to_f32(f32_to_bf16(row[kvd + j]));
+        }
+      }
+      const float* kr = win_.on() ? rounded.data() : row;
+      const float* vr = win_.on() ? rounded.data() + d : row + kvd;
+      if (side != 1) fmt_->k.encode(kr, d, k_slot(l_, page, h, slot));
+      if (side != 0) fmt_->v.encode(vr, d, v_slot(l_, page, h, slot));
     };
     if (fast_) {
       // NOTE: K and V rows are separate tasks: the E8 encoders cost ~60 us a row, so even one
@@ -444,9 +492,44 @@ void CpuBackend::attention() {
       a.q = qkv_.data() + size_t(t0) * ld;
       a.ldq = ld;
       a.out = att_.data() + size_t(t0) * qd;
+      a.exact = exact_kv(ch, qkv_.data() + size_t(t0) * ld, ld);
       fast::attend(a, fast_->isa, *pool_);
     } else {
-      attend(l_, ch, qkv_.data() + size_t(t0) * ld, ld, att_.data() + size_t(t0) * qd);
+      const fast::ExactKv e = exact_kv(ch, qkv_.data() + size_t(t0) * ld, ld);
+      // With a recent window, runs of query tokens that read the same keys exactly.
+      for (int i = 0, n = 0; i < ch.n_tokens; i += n) {
+        n = 1;
+        while (i + n < ch.n_tokens &&
+               (win_.recent == 0 || win_.boundary(ch.start_pos + i + n + 1) == win_.boundary(ch.start_pos + i + 1)))
+          ++n;
+        SeqChunk part = ch;
+        part.tokens += i;
+        part.start_pos += i;
+        part.n_tokens = n;
+        attend(l_, part, qkv_.data() + size_t(t0 + i) * ld, ld, att_.data() + size_t(t0 + i) * qd, e);
+      }
+    }
+    t0 += ch.n_tokens;
+  }
+  if (!win_.on()) return;
+  // The window keeps the chunk's tokens it must hold from now on (after attention: a long
+  // chunk's later pages reuse the ring pages its earlier queries read).
+  t0 = 0;
+  for (const SeqChunk& ch : chunks_) {
+    const int64_t n = ch.start_pos + ch.n_tokens;
+    uint16_t* wk = win_k_[size_t(l_)].data() + size_t(ch.window_slot) * win_slot_values();
+    uint16_t* wv = win_v_[size_t(l_)].data() + size_t(ch.window_slot) * win_slot_values();
+    for (int i = 0; i < ch.n_tokens; ++i) {
+      const int p = ch.start_pos + i;
+      if (!win_.holds(p, n)) continue;
+      for (int h = 0; h < c_.n_kv_heads; ++h) {
+        const size_t at = ((size_t(win_.page_of(p)) * c_.n_kv_heads + size_t(h)) * kPageSize + size_t(p % kPageSize)) * d;
+        const float* row = qkv_.data() + size_t(t0 + i) * ld + qd + size_t(h) * d;
+        for (int j = 0; j < d; ++j) {
+          wk[at + size_t(j)] = f32_to_bf16(row[j]);
+          wv[at + size_t(j)] = f32_to_bf16(row[kvd + j]);
+        }
+      }
     }
     t0 += ch.n_tokens;
   }
@@ -456,8 +539,11 @@ void CpuBackend::attention() {
 // head: S = (scale * R_k q) K^T over the keys any of its tokens can see (a window drops the
 // oldest; the rest are masked per row after the product), soft-capping, row softmax, O = P V,
 // then O rotated back by the V rotation.
+// Keys that the exact window holds for these queries (the same for all of them: the caller
+// splits a chunk where that changes) are read from it instead of decoded.
 // q: [n_tokens, ld] (post rope, q heads first); out: [n_tokens, q_dim].
-void CpuBackend::attend(int layer, const SeqChunk& ch, const float* q, int ld, float* out) {
+void CpuBackend::attend(int layer, const SeqChunk& ch, const float* q, int ld, float* out,
+                        const fast::ExactKv& exact) {
   const int d = c_.head_dim, nkv = c_.n_kv_heads, nh = c_.n_heads, group = nh / nkv;
   const int window = c_.layers[size_t(layer)].window;
   const int n_ctx = ch.start_pos + ch.n_tokens, nt = ch.n_tokens, rows = group * nt;
@@ -473,8 +559,13 @@ void CpuBackend::attend(int layer, const SeqChunk& ch, const float* q, int ld, f
     for (int h = 0; h < nkv; ++h) {
       for (int j = 0; j < nk; ++j) {
         const int p = k0 + j, page = ch.block_table[p / kPageSize], slot = p % kPageSize;
-        fmt.k.decode(k_slot(layer, page, h, slot), d, kd_.data() + (size_t(h) * nk + j) * d);
-        fmt.v.decode(v_slot(layer, page, h, slot), d, vrow.data());
+        if (exact.w.on() && exact.w.exact(p, ch.start_pos)) {
+          fast::load_exact(exact, fmt, 0, nkv, d, h, p, kd_.data() + (size_t(h) * nk + j) * d);
+          fast::load_exact(exact, fmt, 1, nkv, d, h, p, vrow.data());
+        } else {
+          fmt.k.decode(k_slot(layer, page, h, slot), d, kd_.data() + (size_t(h) * nk + j) * d);
+          fmt.v.decode(v_slot(layer, page, h, slot), d, vrow.data());
+        }
         float* vt = vt_.data() + size_t(h) * d * nk;  // [d][nk]
         for (int i = 0; i < d; ++i) vt[size_t(i) * nk + j] = vrow[size_t(i)];
       }
@@ -655,6 +746,9 @@ void CpuBackend::forward(std::span<const SeqChunk> chunks, std::vector<float>& l
     for (int b = 0; b < ch.n_blocks; ++b)
       NINFER_CHECK(ch.block_table[b] >= 0 && ch.block_table[b] < n_pages_, "page id {} out of range",
                    ch.block_table[b]);
+    if (win_.on())
+      NINFER_CHECK(ch.window_slot >= 0 && ch.window_slot < n_win_slots_, "window slot {} out of range ({} slots)",
+                   ch.window_slot, n_win_slots_);
     if (slot_floats_ > 0)
       NINFER_CHECK(ch.state_slot >= 0 && ch.state_slot < n_slots_, "state slot {} out of range ({} slots)",
                    ch.state_slot, n_slots_);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/dtype.h"
 #include "kv/page_table.h"
 
 namespace ninfer::cpu::fast {
@@ -98,8 +99,23 @@ void attend_decode(const View& v, Isa isa, ThreadPool& pool) {
     const float* q = qh.data() + size_t(h) * rows * d;
     for (int b = bb; b < be; ++b) {
       const int a0 = std::max(k0, b * kPageSize), a1 = std::min(n_ctx, (b + 1) * kPageSize), nb = a1 - a0;
+      // With an exact window (one query token per call, see attend()): a page holding keys
+      // that the query reads exactly is assembled key by key.
+      const bool mixed = p.exact.w.on() && (a0 < p.exact.w.sink || a1 > p.exact.w.boundary(p.start_pos + 1));
+      auto tile = [&](int side, float* dst) {
+        const KvSideCodec& codec = side == 0 ? p.fmt->k : p.fmt->v;
+        for (int j = 0; j < nb; ++j) {
+          if (p.exact.w.exact(a0 + j, p.start_pos))
+            load_exact(p.exact, *p.fmt, side, nkv, d, h, a0 + j, dst + size_t(j) * d);
+          else
+            codec.decode(side == 0 ? v.krow(h, a0 + j) : v.vrow(h, a0 + j), d, dst + size_t(j) * d);
+        }
+      };
       // A page's rows of one head are contiguous: plain values are read where they lie.
-      if (kplain == DType::BF16) {
+      if (mixed) {
+        tile(0, kt.data());
+        K.dots(q, rows, d, kt.data(), nb, d, s.data(), kPageSize);
+      } else if (kplain == DType::BF16) {
         K.dots_bf16(q, rows, d, reinterpret_cast<const uint16_t*>(v.krow(h, a0)), nb, d, s.data(), kPageSize);
       } else if (kplain == DType::F32) {
         K.dots(q, rows, d, reinterpret_cast<const float*>(v.krow(h, a0)), nb, d, s.data(), kPageSize);
@@ -130,7 +146,10 @@ void attend_decode(const View& v, Isa isa, ThreadPool& pool) {
         scale[size_t(r)] = sc;
       }
       if (!any) continue;
-      if (vplain == DType::BF16) {
+      if (mixed) {
+        tile(1, vt.data());
+        K.pv(s.data(), rows, kPageSize, vt.data(), nb, d, scale.data(), o, d);
+      } else if (vplain == DType::BF16) {
         K.pv_bf16(s.data(), rows, kPageSize, reinterpret_cast<const uint16_t*>(v.vrow(h, a0)), nb, d, scale.data(), o, d);
       } else if (vplain == DType::F32) {
         K.pv(s.data(), rows, kPageSize, reinterpret_cast<const float*>(v.vrow(h, a0)), nb, d, scale.data(), o, d);
@@ -175,19 +194,48 @@ void attend_prefill(const View& v, Isa isa, ThreadPool& pool) {
   std::vector<float> qh, s, oh;
   std::vector<int> cols, kend;
   for (int h = 0; h < nkv; ++h) {
-    constexpr int kKeysPerTask = 64;
-    pool.parallel_for((nk + kKeysPerTask - 1) / kKeysPerTask, [&](int task, int) {
-      thread_local std::vector<float> row;
-      row.resize(size_t(d));
-      for (int j = task * kKeysPerTask; j < std::min(nk, (task + 1) * kKeysPerTask); ++j) {
-        p.fmt->k.decode(v.krow(h, k0 + j), d, row.data());
-        kp.set_row(j, row.data());
-        p.fmt->v.decode(v.vrow(h, k0 + j), d, row.data());
-        vtp.set_col(j, row.data());
+    // Packs keys [j0, j1) (relative to k0) as the query at qpos reads them.
+    auto pack = [&](int j0, int j1, int qpos) {
+      constexpr int kKeysPerTask = 64;
+      pool.parallel_for((j1 - j0 + kKeysPerTask - 1) / kKeysPerTask, [&](int task, int) {
+        thread_local std::vector<float> row;
+        row.resize(size_t(d));
+        for (int j = j0 + task * kKeysPerTask; j < std::min(j1, j0 + (task + 1) * kKeysPerTask); ++j) {
+          const bool ex = p.exact.w.on() && p.exact.w.exact(k0 + j, qpos);
+          if (ex)
+            load_exact(p.exact, *p.fmt, 0, nkv, d, h, k0 + j, row.data());
+          else
+            p.fmt->k.decode(v.krow(h, k0 + j), d, row.data());
+          kp.set_row(j, row.data());
+          if (ex)
+            load_exact(p.exact, *p.fmt, 1, nkv, d, h, k0 + j, row.data());
+          else
+            p.fmt->v.decode(v.vrow(h, k0 + j), d, row.data());
+          vtp.set_col(j, row.data());
+        }
+      });
+    };
+    pack(0, nk, p.start_pos);
+    // NOTE: with an exact window the keys a query reads exactly only shrink as the query
+    // advances (kv/kv_window.h): query blocks end where the recent boundary moves, and the
+    // keys that left the window are re-packed from their codes before the next block.
+    const KvWindow& W = p.exact.w;
+    int64_t packed_boundary = W.boundary(p.start_pos + 1);
+    for (int t0 = 0, nt = 0; t0 < p.n_tokens; t0 += nt) {
+      nt = std::min(kQueryBlock, p.n_tokens - t0);
+      if (W.recent > 0) {
+        const int64_t b = W.boundary(p.start_pos + t0 + 1);
+        if (b != packed_boundary) {
+          const int j0 = int(std::max<int64_t>({packed_boundary, int64_t(W.sink), int64_t(k0)}) - k0);
+          const int j1 = int(std::max<int64_t>(b, k0) - k0);
+          if (j1 > j0) pack(j0, j1, p.start_pos + t0);
+          packed_boundary = b;
+        }
+        int n = 1;
+        while (n < nt && W.boundary(p.start_pos + t0 + n + 1) == b) ++n;
+        nt = n;
       }
-    });
-    for (int t0 = 0; t0 < p.n_tokens; t0 += kQueryBlock) {
-      const int nt = std::min(kQueryBlock, p.n_tokens - t0), rows = nt * g;
+      const int rows = nt * g;
       qh.resize(size_t(rows) * d);
       v.gather_q(h, t0, nt, qh.data());
       cols.resize(size_t(rows));
@@ -217,12 +265,37 @@ void attend_prefill(const View& v, Isa isa, ThreadPool& pool) {
 
 }  // namespace
 
+void load_exact(const ExactKv& e, const KvFormat& fmt, int side, int n_kv_heads, int head_dim, int h, int pos,
+                float* out) {
+  const int d = head_dim;
+  if (pos >= e.new_start) {
+    const float* src = (side == 0 ? e.k_new : e.v_new) + size_t(pos - e.new_start) * size_t(e.ld_new) + size_t(h) * d;
+    for (int i = 0; i < d; ++i) out[i] = bf16_to_f32(f32_to_bf16(src[i]));
+  } else {
+    const uint16_t* src = (side == 0 ? e.k : e.v) +
+                          ((size_t(e.w.page_of(pos)) * n_kv_heads + size_t(h)) * kPageSize + size_t(pos % kPageSize)) * d;
+    for (int i = 0; i < d; ++i) out[i] = bf16_to_f32(src[i]);
+  }
+  rotate_kv(side == 0 ? fmt.k.rotation : fmt.v.rotation, out, d);
+}
+
 void attend(const AttnParams& p, Isa isa, ThreadPool& pool) {
-  const View v{p};
-  if (p.n_tokens <= kDecodeTokens)
-    attend_decode(v, isa, pool);
-  else
-    attend_prefill(v, isa, pool);
+  if (p.n_tokens > kDecodeTokens) {
+    attend_prefill(View{p}, isa, pool);
+  } else if (!p.exact.w.on() || p.n_tokens == 1) {
+    attend_decode(View{p}, isa, pool);
+  } else {
+    // NOTE: a page's keys may be exact for one query of the chunk and compressed for the next;
+    // the decode path reads a page once for all its rows, so each query token runs alone.
+    for (int t = 0; t < p.n_tokens; ++t) {
+      AttnParams one = p;
+      one.start_pos = p.start_pos + t;
+      one.n_tokens = 1;
+      one.q = p.q + size_t(t) * p.ldq;
+      one.out = p.out + size_t(t) * p.n_heads * p.head_dim;
+      attend_decode(View{one}, isa, pool);
+    }
+  }
 }
 
 }  // namespace ninfer::cpu::fast

@@ -11,8 +11,27 @@
 
 #include "backend/cpu/cpu_fast.h"
 #include "kv/format.h"
+#include "kv/kv_window.h"
 
 namespace ninfer::cpu::fast {
+
+// The exact window of one sequence in one layer (kv/kv_window.h), as attention reads it.
+struct ExactKv {
+  KvWindow w;                        // w.on() false: no window
+  const uint16_t* k = nullptr;       // [w.exact_pages()][n_kv_heads][kPageSize][head_dim] bf16, raw basis
+  const uint16_t* v = nullptr;
+  // The chunk's own rows (raw basis, fp32; read rounded to bf16): token t, KV head h at
+  // k_new[t * ld_new + h * head_dim]. Keys of the chunk come from here, older ones from k / v.
+  const float* k_new = nullptr;
+  const float* v_new = nullptr;
+  int ld_new = 0;
+  int new_start = 0;                 // position of the chunk's first token
+};
+
+// Writes key `pos` of KV head h, side 0 (K) or 1 (V), as the window holds it (bf16), into
+// out [head_dim] in the format's stored basis (rotated by the side's rotation).
+void load_exact(const ExactKv& e, const KvFormat& fmt, int side, int n_kv_heads, int head_dim, int h, int pos,
+                float* out);
 
 struct AttnParams {
   const KvFormat* fmt = nullptr;
@@ -27,6 +46,7 @@ struct AttnParams {
   const float* q = nullptr;         // [n_tokens][ldq], the layer's q heads first (post rope)
   int ldq = 0;
   float* out = nullptr;             // [n_tokens][n_heads * head_dim]
+  ExactKv exact;                    // the exact window (kv/kv_window.h); off by default
 };
 
 void attend(const AttnParams& p, Isa isa, ThreadPool& pool);
