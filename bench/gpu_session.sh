@@ -347,14 +347,16 @@ for stage in "$@"; do
     kill $spid; wait $spid 2>/dev/null
     stamp "serve done" ;;
   pending)
-    # What the 2026-12-07 session wrote without a GPU (none could be started): the head_dim-96
-    # padding, the fused decode GEMVs (NINFER_CUDA_FUSE_*, off by default) and the sm_90 prefill
-    # ping-pong / three-stage ring (off by default). Their tests first, then the A/Bs that decide
+    # What the 2026-12-07 sessions wrote without a GPU (none could be started): the head_dim-96
+    # padding, the fused decode GEMVs (NINFER_CUDA_FUSE_*, off by default), the sm_90 prefill
+    # ping-pong / three-stage ring (off by default) and the quantised-weight kernels (the
+    # `quant` stage benches them). Their tests first, then the A/Bs that decide
     # the defaults: prefill variants against SDPA cuDNN, MoE decode with the fusions off and on
     # (PENDING_MOE: a config directory, e.g. Qwen3-30B-A3B cut to 12 layers, with a tokenizer.json).
     stamp pending
     timeout 200 "$BIN/test_cuda" --gtest_color=no \
-      --gtest_filter='*HeadPad*:*Tiny*:*HeadDim*:*GemvFused*:*FusionsChangeNoBit*:CudaOps*' > "$OUT/pending_tests.log" 2>&1
+      --gtest_filter='*HeadPad*:*Tiny*:*HeadDim*:*GemvFused*:*FusionsChangeNoBit*:CudaOps*:*CudaGemvQuant*:*CudaQuant*' \
+      > "$OUT/pending_tests.log" 2>&1
     echo "pending tests exit $?" | tee -a "$OUT/session.log"
     grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|Failure|Expected|Which is" "$OUT/pending_tests.log" | head -30
     NINFER_CUDA_PREFILL_PIPE=1 NINFER_CUDA_PREFILL_PINGPONG=1 NINFER_CUDA_PREFILL_DEEP=1 bash "$0" ptest
