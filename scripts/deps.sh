@@ -5,7 +5,8 @@
 #   scripts/deps.sh --fuzz       also clang 14 with libFuzzer and its OpenMP, for scripts/fuzz.sh
 set -euo pipefail
 PKGS=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev nlohmann-json3-dev libfmt-dev
-      libcli11-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libssl-dev)
+      libcli11-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libssl-dev
+      qemu-user)  # qemu-user: tests/portable_cpu.sh runs ninfer as a CPU without AVX
 for a in "$@"; do
   case "$a" in
     --figures) PKGS+=(python3-matplotlib) ;;

@@ -3,10 +3,11 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/hot_loop.h"
 
 namespace ninfer {
 
-void hadamard_inplace(float* x, int n) {
+NINFER_HOT_LOOP void hadamard_inplace(float* x, int n) {
   NINFER_CHECK(n > 0 && (n & (n - 1)) == 0, "hadamard size {} is not a power of two", n);
   for (int h = 1; h < n; h <<= 1) {
     for (int i = 0; i < n; i += 2 * h) {

@@ -460,7 +460,10 @@ TEST(CpuFastAttention, MatchesFp64OnTheSamePages) {
                 worst = std::max(worst, std::fabs(double(out[size_t(t) * nh * d + size_t(hq) * d + i]) - of[size_t(i)]));
             }
           }
-          EXPECT_LT(worst, 1e-5) << f->name << " d=" << d << " " << isa_name(isa) << " start " << c.start << " n "
+          // NOTE: fp32 sums of up to 140 products of O(1) values plus the split merge: a few ulps
+          // times sqrt(n) is ~1e-5; whether the compiler fuses a*b+c (an x86-64-v3 build does,
+          // the baseline one does not) moves the worst case across 1e-5 (1.05e-5 seen, fp8).
+          EXPECT_LT(worst, 2e-5) << f->name << " d=" << d << " " << isa_name(isa) << " start " << c.start << " n "
                                  << c.n << " window " << c.window << " cap " << c.cap;
         }
       }

@@ -1,76 +1,47 @@
-#include <numeric>
 #include "backend/cpu/cpu_ops.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <numeric>
 #include <vector>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
+#include "core/hot_loop.h"
 
 namespace ninfer::cpu {
 namespace {
 
-// NOTE: the micro-kernel keeps MR x NR accumulators of 8 lanes in registers (AVX2 + FMA
-// when the build targets x86-64-v3, else a portable 8-lane loop the compiler vectorises as it
-// can). Sums along k run in 8 lanes and are reduced at the end, so results differ from a
-// sequential sum by ordinary fp32 reassociation error (~1e-6 relative).
-#if defined(__AVX2__) && defined(__FMA__)
-inline float hsum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
+// NOTE: the micro-kernel keeps MR x NR accumulators of 8 lanes in registers, written with
+// GCC vector types: one AVX register each in rows_times' x86-64-v3 version (where acc + x * w
+// becomes an FMA), two SSE registers in the baseline one. Sums along k run in 8 lanes and are
+// reduced at the end in a fixed order, so results differ from a sequential sum by ordinary
+// fp32 reassociation error (~1e-6 relative).
+typedef float F8 __attribute__((vector_size(32)));
 
 template <int MR, int NR>
-void tile(const float* x, const float* w, float* y, int ldy, int k, const float* bias) {
-  __m256 acc[MR][NR];
-#pragma GCC unroll 4
+inline void tile(const float* x, const float* w, float* y, int ldy, int k, const float* bias) {
+  F8 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+    for (int j = 0; j < NR; ++j) acc[i][j] = F8{};
   int kk = 0;
   for (; kk + 8 <= k; kk += 8) {
-    __m256 wv[NR];
-#pragma GCC unroll 4
-    for (int j = 0; j < NR; ++j) wv[j] = _mm256_loadu_ps(w + size_t(j) * k + kk);
-#pragma GCC unroll 4
+    F8 wv[NR];
+    for (int j = 0; j < NR; ++j) std::memcpy(&wv[j], w + size_t(j) * k + kk, sizeof(F8));
     for (int i = 0; i < MR; ++i) {
-      const __m256 xv = _mm256_loadu_ps(x + size_t(i) * k + kk);
-#pragma GCC unroll 4
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+      F8 xv;
+      std::memcpy(&xv, x + size_t(i) * k + kk, sizeof(F8));
+      for (int j = 0; j < NR; ++j) acc[i][j] += xv * wv[j];
     }
   }
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
-      float s = hsum(acc[i][j]);
+      const F8& a = acc[i][j];  // lanes 0..3 + 4..7, then (0 + 2) + (1 + 3)
+      float s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
       for (int t = kk; t < k; ++t) s += x[size_t(i) * k + t] * w[size_t(j) * k + t];
       y[size_t(i) * ldy + j] = s + (bias ? bias[j] : 0.0f);
     }
   }
 }
-#else
-template <int MR, int NR>
-void tile(const float* x, const float* w, float* y, int ldy, int k, const float* bias) {
-  float acc[MR][NR][8] = {};
-  int kk = 0;
-  for (; kk + 8 <= k; kk += 8)
-    for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < NR; ++j)
-        for (int l = 0; l < 8; ++l) acc[i][j][l] += x[size_t(i) * k + kk + l] * w[size_t(j) * k + kk + l];
-  for (int i = 0; i < MR; ++i) {
-    for (int j = 0; j < NR; ++j) {
-      float s = 0;
-      for (int l = 0; l < 8; ++l) s += acc[i][j][l];
-      for (int t = kk; t < k; ++t) s += x[size_t(i) * k + t] * w[size_t(j) * k + t];
-      y[size_t(i) * ldy + j] = s + (bias ? bias[j] : 0.0f);
-    }
-  }
-}
-#endif
 
 // Output columns [0, count) of rows x[0, MR): w holds those columns' rows of W, y points at
 // the first of them (row stride ldy).
@@ -81,8 +52,9 @@ void row_block(const float* x, const float* w, const float* bias, float* y, int 
   for (; j < count; ++j) tile<MR, 1>(x, w + size_t(j) * k, y + j, ldy, k, bias ? bias + j : nullptr);
 }
 
-// Every row of x against `count` rows of w (columns of y), 4 rows of x at a time.
-void rows_times(const float* x, const float* w, const float* bias, float* y, int m, int ldy, int k, int count) {
+// Every row of x against `count` rows of w (columns of y), 4 rows of x at a time. flatten:
+// the tiles are compiled into each version of this function.
+NINFER_HOT_LOOP __attribute__((flatten)) void rows_times(const float* x, const float* w, const float* bias, float* y, int m, int ldy, int k, int count) {
   for (int i = 0; i < m; i += 4) {
     const float* xi = x + size_t(i) * k;
     float* yi = y + size_t(i) * ldy;
@@ -136,7 +108,7 @@ void matmul_wt_quant(const float* x, const QuantMatrix& w, const float* bias, fl
   }
 }
 
-void rmsnorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) {
+NINFER_HOT_LOOP void rmsnorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) {
   for (int r = 0; r < n_rows; ++r) {
     const float* xr = x + size_t(r) * dim;
     float* o = out + size_t(r) * dim;
@@ -147,7 +119,7 @@ void rmsnorm(const float* x, const float* weight, float* out, int n_rows, int di
   }
 }
 
-void rope_inplace(float* x, int n_heads, int head_dim, int pos, const float* inv_freq, int rotary_dim,
+NINFER_HOT_LOOP void rope_inplace(float* x, int n_heads, int head_dim, int pos, const float* inv_freq, int rotary_dim,
                   float attention_factor) {
   const int half = rotary_dim / 2;
   for (int i = 0; i < half; ++i) {
@@ -165,14 +137,14 @@ void rope_inplace(float* x, int n_heads, int head_dim, int pos, const float* inv
   }
 }
 
-void silu_mul(const float* gate, const float* up, float* out, size_t n) {
+NINFER_HOT_LOOP void silu_mul(const float* gate, const float* up, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
 }
 
-void gelu_tanh_mul(const float* gate, const float* up, float* out, size_t n) {
+NINFER_HOT_LOOP void gelu_tanh_mul(const float* gate, const float* up, float* out, size_t n) {
   const float k = 0.7978845608028654f;  // sqrt(2 / pi)
   for (size_t i = 0; i < n; ++i) {
     const float g = gate[i];

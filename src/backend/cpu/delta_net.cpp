@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/hot_loop.h"
+
 namespace ninfer::cpu {
 namespace {
 
@@ -13,7 +15,7 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 // torch.nn.functional.softplus (beta 1, threshold 20)
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
-void l2normalize(float* x, int n, float scale) {
+NINFER_HOT_LOOP void l2normalize(float* x, int n, float scale) {
   float ss = 0;
   for (int i = 0; i < n; ++i) ss += x[i] * x[i];
   const float inv = scale / std::sqrt(ss + 1e-6f);
@@ -56,7 +58,7 @@ void delta_net_forward(const DeltaNetParams& p, const ParallelFor& par) {
   // 2. The causal conv + SiLU per channel, continuing conv_state.
   std::vector<float> y(size_t(T) * cd);
   constexpr int kBlock = 64;
-  par((cd + kBlock - 1) / kBlock, [&](int blk) {
+  par((cd + kBlock - 1) / kBlock, [&](int blk) NINFER_HOT_LOOP {
     std::vector<float> hist(size_t(K - 1 + T));
     for (int c = blk * kBlock; c < std::min(cd, (blk + 1) * kBlock); ++c) {
       for (int j = 0; j < K - 1; ++j) hist[size_t(j)] = p.conv_state[size_t(j) * cd + c];
@@ -81,7 +83,7 @@ void delta_net_forward(const DeltaNetParams& p, const ParallelFor& par) {
     for (int j = 0; j < p.dv; ++j) out[j] = o[j] * inv * p.norm_w[j] * silu(zt[j]);
   };
   if (p.chunk > 0) {
-    par(p.nv, [&](int h) {
+    par(p.nv, [&](int h) NINFER_HOT_LOOP {
       const int hk = h / r, dk = p.dk, dv = p.dv, C = p.chunk;
       float* S = p.state + size_t(h) * dk * dv;
       const float A = std::exp(p.a_log[h]);
@@ -165,7 +167,7 @@ void delta_net_forward(const DeltaNetParams& p, const ParallelFor& par) {
     });
     return;
   }
-  par(p.nv, [&](int h) {
+  par(p.nv, [&](int h) NINFER_HOT_LOOP {
     const int hk = h / r, dk = p.dk, dv = p.dv;
     float* S = p.state + size_t(h) * dk * dv;
     std::vector<float> q(static_cast<size_t>(dk)), k(static_cast<size_t>(dk)), kv(static_cast<size_t>(dv)),

@@ -4,7 +4,7 @@
 
 namespace ninfer::codecs {
 
-void prepare_row(const float* x, int d, KvRotation r, float* out) {
+NINFER_HOT_LOOP void prepare_row(const float* x, int d, KvRotation r, float* out) {
   NINFER_CHECK(d > 0 && d <= kMaxHeadDim, "head_dim {} outside 1..{}", d, kMaxHeadDim);
   for (int i = 0; i < d; ++i) {
     float v = x[i];

@@ -28,6 +28,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "core/hot_loop.h"
 #include "kv/format.h"
 
 namespace ninfer::codecs {

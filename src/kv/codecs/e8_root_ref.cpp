@@ -142,7 +142,7 @@ constexpr KvPlane kPlanes[] = {{"root codes (u16 per 8)", DType::U8, 8, 2, 0},
                                {"scales", DType::F16, 64, 1, 0}};
 size_t k_bytes(int d) { return planes_bytes(kPlanes, d); }
 
-void k_encode(const float* raw, int d, uint8_t* out) {
+NINFER_HOT_LOOP void k_encode(const float* raw, int d, uint8_t* out) {
   float x[kMaxHeadDim];
   prepare_row(raw, d, KvRotation::HadamardHead, x);
   uint8_t* scales = out + d / 4;
@@ -157,7 +157,7 @@ void k_encode(const float* raw, int d, uint8_t* out) {
 // e8root::decode_block with its per-block work from tables (roots, level gains, norms), the
 // 8 divisions of a group in one vectorizable loop and the zero block as a mask (it is +0 even
 // when the scale is Inf or NaN): the CPU attention's inner loop.
-void k_decode(const uint8_t* in, int d, float* out) {
+NINFER_HOT_LOOP void k_decode(const uint8_t* in, int d, float* out) {
   const uint8_t* scales = in + d / 4;
   for (int g = 0; g < d; g += 64) {
     const float gs = f16_to_f32(load_u16(scales + g / 32)) * std::sqrt(8.0f);

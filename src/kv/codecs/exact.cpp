@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "core/hot_loop.h"
 #include "kv/codecs/codecs.h"
 #include "kv/format.h"
 
@@ -20,13 +21,13 @@ void f32_encode(const float* x, int d, uint8_t* out) { std::memcpy(out, x, size_
 void f32_decode(const uint8_t* in, int d, float* out) { std::memcpy(out, in, size_t(d) * 4); }
 
 size_t bf16_bytes(int d) { return size_t(d) * 2; }
-void bf16_encode(const float* x, int d, uint8_t* out) {
+NINFER_HOT_LOOP void bf16_encode(const float* x, int d, uint8_t* out) {
   for (int i = 0; i < d; ++i) {
     uint16_t h = f32_to_bf16(x[i]);
     std::memcpy(out + 2 * i, &h, 2);
   }
 }
-void bf16_decode(const uint8_t* in, int d, float* out) {
+NINFER_HOT_LOOP void bf16_decode(const uint8_t* in, int d, float* out) {
   for (int i = 0; i < d; ++i) {
     uint16_t h;
     std::memcpy(&h, in + 2 * i, 2);

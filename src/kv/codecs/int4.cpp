@@ -22,7 +22,7 @@ size_t int4_bytes(int d) { return planes_bytes(kPlanes, d); }
 inline int nibble_to_int(uint32_t n) { return int((n & 0xF) ^ 0x8) - 8; }
 
 template <KvRotation R>
-void int4_encode(const float* raw, int d, uint8_t* out) {
+NINFER_HOT_LOOP void int4_encode(const float* raw, int d, uint8_t* out) {
   float x[kMaxHeadDim];
   prepare_row(raw, d, R, x);
   uint8_t* scales = out + d / 2;
@@ -39,7 +39,7 @@ void int4_encode(const float* raw, int d, uint8_t* out) {
   }
 }
 
-void int4_decode(const uint8_t* in, int d, float* out) {
+NINFER_HOT_LOOP void int4_decode(const uint8_t* in, int d, float* out) {
   const uint8_t* scales = in + d / 2;
   for (int g = 0; g < d; g += 64) {
     const float s = f16_to_f32(load_u16(scales + g / 32));

@@ -17,7 +17,7 @@ constexpr KvPlane kPlanes[] = {{"codes", DType::I8, 1, 1, 0}, {"scales", DType::
 size_t int8_bytes(int d) { return planes_bytes(kPlanes, d); }
 
 template <KvRotation R>
-void int8_encode(const float* raw, int d, uint8_t* out) {
+NINFER_HOT_LOOP void int8_encode(const float* raw, int d, uint8_t* out) {
   float x[kMaxHeadDim];
   prepare_row(raw, d, R, x);
   for (int g = 0; g < d; g += 64) {
@@ -31,7 +31,7 @@ void int8_encode(const float* raw, int d, uint8_t* out) {
   }
 }
 
-void int8_decode(const uint8_t* in, int d, float* out) {
+NINFER_HOT_LOOP void int8_decode(const uint8_t* in, int d, float* out) {
   for (int g = 0; g < d; g += 64) {
     const float s = f16_to_f32(load_u16(in + d + g / 32));
     for (int i = g; i < g + 64; ++i) out[i] = float(int8_t(in[i])) * s;

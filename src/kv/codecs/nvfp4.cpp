@@ -23,7 +23,7 @@ constexpr KvPlane kNvfp4Planes[2] = {{"e2m1 pairs", DType::U8, 2, 1, 0},
 size_t nvfp4_bytes(int d) { return planes_bytes(kNvfp4Planes, d); }
 
 template <KvRotation R>
-void nvfp4_encode(const float* raw, int d, uint8_t* out) {
+NINFER_HOT_LOOP void nvfp4_encode(const float* raw, int d, uint8_t* out) {
   float x[kMaxHeadDim];
   prepare_row(raw, d, R, x);
   uint8_t* scales = out + d / 2;
@@ -41,7 +41,7 @@ void nvfp4_encode(const float* raw, int d, uint8_t* out) {
 template void nvfp4_encode<KvRotation::HadamardHead>(const float*, int, uint8_t*);
 template void nvfp4_encode<KvRotation::Hadamard64>(const float*, int, uint8_t*);
 
-void nvfp4_decode(const uint8_t* in, int d, float* out) {
+NINFER_HOT_LOOP void nvfp4_decode(const uint8_t* in, int d, float* out) {
   const uint8_t* scales = in + d / 2;
   for (int b = 0; b < d; b += 16) {
     const float s = e4m3_value(scales[b / 16]);

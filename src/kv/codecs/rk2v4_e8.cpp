@@ -297,7 +297,7 @@ void search_shift_group(const float (&u)[8][8], float shift, GroupShift& r) {
 
 }  // namespace
 
-float encode_group(const float* x, float s, uint16_t codes[8]) {
+NINFER_HOT_LOOP float encode_group(const float* x, float s, uint16_t codes[8]) {
   float u[8][8];  // [coordinate][block]
   for (int i = 0; i < 8; ++i)
     for (int k = 0; k < 8; ++k) u[i][k] = s > 0.0f ? x[8 * k + i] / s : 0.0f;
@@ -350,7 +350,7 @@ constexpr KvPlane kPlanes[] = {{"e8p codes (u16 per 8)", DType::U8, 8, 2, 0},
                                {"scales", DType::F16, 64, 1, 0}};
 size_t k_bytes(int d) { return planes_bytes(kPlanes, d); }
 
-void k_encode(const float* raw, int d, uint8_t* out) {
+NINFER_HOT_LOOP void k_encode(const float* raw, int d, uint8_t* out) {
   float x[kMaxHeadDim];
   prepare_row(raw, d, KvRotation::HadamardHead, x);
   uint8_t* scales = out + d / 4;
@@ -358,7 +358,7 @@ void k_encode(const float* raw, int d, uint8_t* out) {
     const float rms = std::sqrt(tree_sumsq64(x + g) * (1.0f / 64.0f));
     const float raw_scales[2] = {rms * e8p16::kRmsMul, amax(x + g, 64) / e8p16::kAmaxDiv};
     // best_scale_codes(x + g, raw_scales, 2, e8p16::encode_block, best_codes), a group at a time
-    uint16_t best_codes[8], codes[8];
+    uint16_t best_codes[8] = {}, codes[8];  // replaced: every err is finite
     uint16_t best_bits = 0;
     float best_err = INFINITY;
     for (const float raw : raw_scales) {
@@ -379,7 +379,7 @@ void k_encode(const float* raw, int d, uint8_t* out) {
 // e8p16::decode_block inlined and branch-free (the CPU attention's inner loop): per block one
 // abs-pattern lookup and a popcount; per value q = +-2a + t with the sign applied as
 // (v ^ -neg) + neg.
-void k_decode(const uint8_t* in, int d, float* out) {
+NINFER_HOT_LOOP void k_decode(const uint8_t* in, int d, float* out) {
   const uint8_t* scales = in + d / 4;
   for (int g = 0; g < d; g += 64) {
     const float s = f16_to_f32(load_u16(scales + g / 32));

@@ -108,7 +108,7 @@ uint32_t encode_block(const float* u, float* dist) {
 // The 8 blocks of a group with the blocks as SIMD lanes: coordinate i of every block at once,
 // so each block's sums still run over its coordinates in order (0 first) and the reference's
 // rounding is kept bit for bit, while GCC vectorizes every step across the blocks.
-float encode_group(const float* x, float s, uint32_t codes[8]) {
+NINFER_HOT_LOOP float encode_group(const float* x, float s, uint32_t codes[8]) {
   float u[8][8];  // [coordinate][block]
   for (int i = 0; i < 8; ++i)
     for (int b = 0; b < 8; ++b) u[i][b] = s > 0.0f ? x[8 * b + i] / s : 0.0f;
@@ -194,7 +194,7 @@ constexpr KvPlane kE8L32Planes[2] = {{"e8 codes (u32 per 8)", DType::U8, 8, 4, 0
 size_t e8l32_bytes(int d) { return planes_bytes(kE8L32Planes, d); }
 
 template <KvRotation R>
-void e8l32_encode(const float* raw, int d, uint8_t* out) {
+NINFER_HOT_LOOP void e8l32_encode(const float* raw, int d, uint8_t* out) {
   float x[kMaxHeadDim];
   prepare_row(raw, d, R, x);
   uint8_t* scales = out + d / 2;
@@ -204,7 +204,7 @@ void e8l32_encode(const float* raw, int d, uint8_t* out) {
     int n = 0;
     for (float div : e8l32::kAmaxDivs) raw_scales[n++] = m / div;
     // best_scale_codes(x + g, raw_scales, n, e8l32::encode_block, best_codes), a group at a time
-    uint32_t best_codes[8], codes[8];
+    uint32_t best_codes[8] = {}, codes[8];  // replaced: every err is finite
     uint16_t best_bits = 0;
     float best_err = INFINITY;
     for (int c = 0; c < n; ++c) {
@@ -227,7 +227,7 @@ template void e8l32_encode<KvRotation::Hadamard64>(const float*, int, uint8_t*);
 // e8l32::decode_block inlined and branch-free (the CPU attention's inner loop): the implied
 // low bit of z_7 is the parity of sum_{i<7} z_i, i.e. of the low bits of nibbles 0..6; putting
 // it back makes nibble 7 an ordinary n_7 = z_7 + 8.
-void e8l32_decode(const uint8_t* in, int d, float* out) {
+NINFER_HOT_LOOP void e8l32_decode(const uint8_t* in, int d, float* out) {
   const uint8_t* scales = in + d / 2;
   for (int g = 0; g < d; g += 64) {
     const float s = f16_to_f32(load_u16(scales + g / 32));
