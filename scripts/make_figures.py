@@ -10,11 +10,12 @@ Needs matplotlib (Debian: `scripts/deps.sh --figures` installs python3-matplotli
   docs/data/quality_ref-qwen3-d256_gpu.jsonl  `ninfer perplexity --kl-ref bf16 --json` rows (H200)
   docs/data/decode_attention_h200_attn.jsonl  `ninfer bench --attention --json` (one document per line)
   docs/data/decode_attention_h200_sdpa.json   bench/sdpa_decode_attention.py's rows, same call
-  docs/data/decode_batch_h200.jsonl        `ninfer bench --batch 1,8,...,max --json`, a document per
+  docs/data/decode_batch_<gpu>.jsonl       `ninfer bench --batch 1,8,...,max --json`, a document per
                                            format (gpu_session.sh e2eb's e2eb.jsonl); optional
 Outputs: docs/capacity.png, docs/kl_vs_bits.png, docs/decode_attention.png, docs/decode_batch.png.
 """
 import argparse
+import glob
 import json
 import os
 import re
@@ -160,7 +161,7 @@ def fig_decode_attention(plt, attn_docs, sdpa):
     return fig
 
 
-def fig_decode_batch(plt, runs):
+def fig_decode_batch(plt, runs, device):
     """Decode tokens/s against the batch per format at one depth; each format's line ends at
     the largest batch its KV fits (`max`)."""
     fig, ax = plt.subplots(figsize=(6.0, 3.2))
@@ -176,7 +177,7 @@ def fig_decode_batch(plt, runs):
     ax.set_xlabel("sequences decoded together (last point: the most the KV pool holds)", fontsize=8)
     ax.set_ylabel("decode tokens/s", fontsize=8)
     depth = runs[0]["depth"]
-    ax.set_title(f"Batched decode at {depth // 1024}K context, Llama-3.1-8B shape, H200", fontsize=9)
+    ax.set_title(f"Batched decode at {depth // 1024}K context, Llama-3.1-8B shape, {device}", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, which="both")
@@ -208,9 +209,10 @@ def main():
     figs = [("capacity.png", fig_capacity(plt, cap)),
             ("kl_vs_bits.png", fig_kl_vs_bits(plt, cap, quality)),
             ("decode_attention.png", fig_decode_attention(plt, attn, sdpa))]
-    batch_path = os.path.join(DATA, "decode_batch_h200.jsonl")
-    if os.path.exists(batch_path):
-        figs.append(("decode_batch.png", fig_decode_batch(plt, load_jsonl(batch_path))))
+    # decode_batch_<device>.jsonl: the newest run, named by the GPU it ran on
+    for batch_path in sorted(glob.glob(os.path.join(DATA, "decode_batch_*.jsonl")))[-1:]:
+        device = os.path.basename(batch_path)[len("decode_batch_"):-len(".jsonl")].upper()
+        figs.append(("decode_batch.png", fig_decode_batch(plt, load_jsonl(batch_path), device)))
     for name, fig in figs:
         path = os.path.join(a.out, name)
         # NOTE: metadata without the matplotlib version or a date, so a re-run on the same data

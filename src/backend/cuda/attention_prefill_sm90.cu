@@ -52,8 +52,8 @@ namespace {
 
 constexpr int kThreadsPf = 384;
 
-// ST: stages of the K/V ring. 4 at head_dim 64; at 128 two, or three (225 KiB of the 227
-// available: NINFER_CUDA_PREFILL_DEEP=1); at 256 two (three would not fit).
+// ST: stages of the K/V ring. 4 at head_dim 64; at 128 three (225 KiB of the 227 available;
+// two with NINFER_CUDA_PREFILL_DEEP=0); at 256 two (three would not fit).
 template <int D, int ST>
 struct PfCfg {
   static constexpr int BN = D == 256 ? 64 : 128;   // keys per tile
@@ -682,14 +682,29 @@ CUtensorMap pool_map(const uint8_t* pool, int D, int n_blocks) {
   return m;
 }
 
-// The ring depth of the head_dim-D kernel: 4 at 64, 2 at 256; at 128 two, or three with
-// NINFER_CUDA_PREFILL_DEEP=1.
+// The ring depth of the head_dim-D kernel: 4 at 64, 2 at 256; at 128 two, or three with the
+// deep ring (Schedule::deep).
 template <int D>
 constexpr int default_stages() {
   return D == 64 ? 4 : 2;
 }
-bool deep_ring() {
-  static const bool v = env_switch("NINFER_CUDA_PREFILL_DEEP", false);
+
+// The consumer schedule and ring per head_dim. Measured against SDPA cuDNN in one device call
+// (H100, 2026-12-08, bench/prefill_variants.sh, bf16 pages): at 128 the ping-pong schedule with
+// the three-stage ring (4K 0.82x -> 0.91x, 32K 1.00x -> 1.09x of cuDNN); at 256 the
+// one-tile-at-a-time schedule (ping-pong there: 1.00x -> 0.77-0.80x). NINFER_CUDA_PREFILL_PIPE,
+// _PINGPONG and _DEEP, when set, apply at every head_dim (docs/GPU.md).
+struct Schedule {
+  int pipe;   // 0: one tile at a time; 1: S of a tile issued with P V of the last; 2: + ping-pong
+  bool deep;  // head_dim 128: three K/V stages
+};
+template <int D>
+Schedule schedule() {
+  static const Schedule v = [] {
+    const bool pipe = env_switch("NINFER_CUDA_PREFILL_PIPE", D == 128);
+    const bool pingpong = env_switch("NINFER_CUDA_PREFILL_PINGPONG", D == 128);
+    return Schedule{pipe ? (pingpong ? 2 : 1) : 0, env_switch("NINFER_CUDA_PREFILL_DEEP", D == 128)};
+  }();
   return v;
 }
 
@@ -713,9 +728,12 @@ void launch_ds(const PrefillSm90Params& p, cudaStream_t s) {
 }
 
 template <int D>
-void launch_d(const PrefillSm90Params& p, cudaStream_t s) {
+void launch_d(const PrefillSm90Params& params, cudaStream_t s) {
+  const Schedule sc = schedule<D>();
+  PrefillSm90Params p = params;
+  p.pipe = sc.pipe;
   if constexpr (D == 128) {
-    if (deep_ring()) return launch_ds<D, 3>(p, s);
+    if (sc.deep) return launch_ds<D, 3>(p, s);
   }
   launch_ds<D, default_stages<D>()>(p, s);
 }
@@ -757,18 +775,11 @@ int prefill_sm90_ctas_per_sm(int head_dim) {
 }
 
 void launch_prefill_sm90(const PrefillSm90Params& params, cudaStream_t s) {
-  // NINFER_CUDA_PREFILL_PIPE=1: the overlapped consumer schedule; the default is the
-  // one-tile-at-a-time schedule. NINFER_CUDA_PREFILL_PINGPONG=1 (with PIPE=1): the two consumer
-  // warpgroups take turns issuing their MMAs.
-  static const bool pipe = env_switch("NINFER_CUDA_PREFILL_PIPE", false);
-  static const bool pingpong = env_switch("NINFER_CUDA_PREFILL_PINGPONG", false);
   if (params.kind != CacheKind::Bf16) throw std::runtime_error("launch_prefill_sm90: bf16 pages only (expand others first)");
-  PrefillSm90Params p = params;
-  p.pipe = pipe ? (pingpong ? 2 : 1) : 0;
-  switch (p.head_dim) {
-    case 64: launch_d<64>(p, s); break;
-    case 128: launch_d<128>(p, s); break;
-    default: launch_d<256>(p, s); break;
+  switch (params.head_dim) {  // the schedule per head_dim: schedule<D>()
+    case 64: launch_d<64>(params, s); break;
+    case 128: launch_d<128>(params, s); break;
+    default: launch_d<256>(params, s); break;
   }
 }
 

@@ -209,10 +209,10 @@ class CudaBackend final : public Backend, private LayerOps {
     mode_ = mode_from_env(opt);
     use_gemv_ = env_switch("NINFER_CUDA_GEMV");
     use_graphs_ = env_switch("NINFER_CUDA_GRAPHS");
-    fuse_norm_ = env_switch("NINFER_CUDA_FUSE_NORM", false);
-    fuse_route_ = env_switch("NINFER_CUDA_FUSE_ROUTE", false);
-    fuse_act_ = env_switch("NINFER_CUDA_FUSE_ACT", false);
-    fuse_combine_ = env_switch("NINFER_CUDA_FUSE_COMBINE", false);
+    fuse_norm_ = env_switch("NINFER_CUDA_FUSE_NORM", true);
+    fuse_route_ = env_switch("NINFER_CUDA_FUSE_ROUTE", true);
+    fuse_act_ = env_switch("NINFER_CUDA_FUSE_ACT", true);
+    fuse_combine_ = env_switch("NINFER_CUDA_FUSE_COMBINE", true);
     kd_ = cuda_kv_head_dim(c_.head_dim);
     if (kd_ == 0)
       fail("the CUDA backend supports head_dim 64, 128, 256 and 96 (run as 128); {} has head_dim {} (use --device cpu)",

@@ -163,6 +163,7 @@ Result run_one(const Options& o, int i) {
   const bool ok = cli.send(req, resp, err);
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (!ok && r.status == 0) r.error = "connection failed: " + httplib::to_string(err);
+  else if (r.status != 200 && r.error.empty()) r.error = buf.substr(0, 300);  // a JSON error, not events
   else if (r.status == 200 && (!done || !r.error.empty())) {
     if (r.error.empty()) r.error = "stream ended without [DONE]";
     r.status = -1;
