@@ -378,12 +378,15 @@ for stage in "$@"; do
     # .carry/configs/Llama-3.1-8B), for each of SERVE8B_FORMATS (default rk2v4-e8,bf16):
     # SERVE8B_REQUESTS (512) streamed requests from 256 concurrent clients, prompts of up to ~8K
     # tokens (--max-filler 400, no shared first page), 128 tokens each (--ignore-eos)
-    # -> $OUT/serve8b_<format>.json (server_loadgen's JSON) and the server's stderr
+    # -> $OUT/serve8b_<format>.json (server_loadgen's JSON) and the server's stderr. The config
+    # directory needs a tokenizer_config.json with a chat template (half the requests are chats).
+    # SERVE8B_ARGS: more serve flags (default --step-tokens 2048 --prefill-chunk 2048).
     stamp serve8b
     cfg=${SERVE8B_CONFIG:-$ROOT/.carry/configs/Llama-3.1-8B}
     for f in $(echo "${SERVE8B_FORMATS:-rk2v4-e8,bf16}" | tr ',' ' '); do
       "$BIN/ninfer" serve -m "$cfg" --random-weights 1 --device cuda --kv-dtype "$f" --port 0 --max-context 16384 \
-        --max-concurrency 256 --max-queue 1024 --no-request-log 2> "$OUT/serve8b_${f}_stderr.txt" &
+        --max-concurrency 256 --max-queue 1024 --no-request-log ${SERVE8B_ARGS:---step-tokens 2048 --prefill-chunk 2048} \
+        2> "$OUT/serve8b_${f}_stderr.txt" &
       spid=$!
       port=""
       for i in $(seq 1 120); do
