@@ -5,8 +5,10 @@
 #   scripts/deps.sh --fuzz       also clang 14 with libFuzzer and its OpenMP, for scripts/fuzz.sh
 set -euo pipefail
 PKGS=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev nlohmann-json3-dev libfmt-dev
-      libcli11-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libssl-dev
-      qemu-user)  # qemu-user: tests/portable_cpu.sh runs ninfer as a CPU without AVX
+      libcli11-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libssl-dev)
+# Optional: without it the test that needs it skips. qemu-user: tests/portable_cpu.sh runs ninfer
+# as a CPU without AVX.
+OPTIONAL=(qemu-user)
 for a in "$@"; do
   case "$a" in
     --figures) PKGS+=(python3-matplotlib) ;;
@@ -29,3 +31,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+for p in "${OPTIONAL[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" && continue
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  { DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$p" ||
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$p"; }
+  } > /dev/null 2>&1 || echo "scripts/deps.sh: optional package $p not installed (the tests that need it skip)" >&2
+done
