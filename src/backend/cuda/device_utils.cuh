@@ -40,6 +40,40 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// The split-k reduction of the GEMVs (gemv.cu, gemv_quant.cu): a block of W warps holds, per warp,
+// partial sums acc[R][T] of R rows for T activation rows; the S consecutive warps of a group
+// split one row group's k. Each warp's lanes are summed (warp_sum), then (s > 1) the group's s
+// warps are added in warp order through shared memory, a fixed order, so the sum does not
+// depend on timing. The result is in the group's first warp. Every thread of the block calls it
+// (it synchronises the block when s > 1). s: the group size, at most S.
+template <int W, int R, int T, int S>
+__device__ __forceinline__ void reduce_warp_groups(float (&acc)[R][T], int s = S) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t) acc[r][t] = warp_sum(acc[r][t]);
+  if constexpr (S > 1) {
+    if (s == 1) return;
+    __shared__ float part[W][R][T];
+    if (lane == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int t = 0; t < T; ++t) part[warp][r][t] = acc[r][t];
+    __syncthreads();
+    if (warp % s == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+          float v = part[warp][r][t];
+          for (int j = 1; j < s; ++j) v += part[warp + j][r][t];
+          acc[r][t] = v;
+        }
+  }
+}
+
 // SiLU as every gated-activation kernel computes it (one definition: a fused epilogue and the
 // separate kernel give the same bits).
 __device__ __forceinline__ float silu_f32(float g) { return g / (1.0f + expf(-g)); }

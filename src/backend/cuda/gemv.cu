@@ -89,36 +89,6 @@ struct RowWalk {
   }
 };
 
-// acc of the kWarps / S row pairs of a block: each warp's lanes summed, then (S > 1) the S
-// warps of a pair in order through shared memory; the result is in the pair's slice-0 warp.
-// Every thread of the block calls it.
-template <int T, int S>
-__device__ __forceinline__ void reduce_pairs(float (&acc)[kRowsPerWarp][T]) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r)
-#pragma unroll
-    for (int t = 0; t < T; ++t) acc[r][t] = warp_sum(acc[r][t]);
-  if constexpr (S > 1) {
-    __shared__ float part[kWarps][kRowsPerWarp][T];
-    if (lane == 0)
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r)
-#pragma unroll
-        for (int t = 0; t < T; ++t) part[warp][r][t] = acc[r][t];
-    __syncthreads();
-    if (warp % S == 0)
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r)
-#pragma unroll
-        for (int t = 0; t < T; ++t) {
-          float v = part[warp][r][t];
-          for (int j = 1; j < S; ++j) v += part[warp + j][r][t];
-          acc[r][t] = v;
-        }
-  }
-}
-
 template <int T, int S>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint16_t* __restrict__ w, const uint16_t* __restrict__ x,
                                                           float* __restrict__ y, int n, int k, bool accumulate,
@@ -149,7 +119,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint16_t* __res
   } else {
     pdl_wait();  // every thread of a programmatic dependent waits before its grid may complete
   }
-  reduce_pairs<T, S>(acc);
+  reduce_warp_groups<kWarps, kRowsPerWarp, T, S>(acc);
   if (lane != 0 || slice != 0 || n0 >= n) return;
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r)
@@ -198,7 +168,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_fused_kernel(const uint16_t*
   pdl_wait();
   if constexpr (kNorm) stage_norm_rows<T>(f.norm_x, f.norm_w, k, f.eps, xs);
   if (n0 < n) walk.run(kNorm ? xs : x, acc);
-  reduce_pairs<T, S>(acc);
+  reduce_warp_groups<kWarps, kRowsPerWarp, T, S>(acc);
   if (lane == 0 && slice == 0 && n0 < n)
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r)
@@ -251,7 +221,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_gate_up_act_kernel(
     xr = xs;
   }
   if (i < ffn) walk.run(xr, acc);
-  reduce_pairs<1, S>(acc);
+  reduce_warp_groups<kWarps, kRowsPerWarp, 1, S>(acc);
   if (lane == 0 && slice == 0 && i < ffn)
     act[size_t(row) * ffn + i] = f32_to_bf16_bits(silu_f32(acc[0][0]) * acc[1][0]);
 }

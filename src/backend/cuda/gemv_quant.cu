@@ -151,34 +151,6 @@ __device__ __forceinline__ float dequant_elem(const QuantWeights& w, int r, int 
   }
 }
 
-// Warp sums, then (S > 1) the S warps of a row group in order through shared memory; the
-// result is in the group's slice-0 warp. Every thread of the block calls it.
-template <int T>
-__device__ __forceinline__ void reduce_groups(float (&acc)[kRows][T], int S) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int t = 0; t < T; ++t) acc[r][t] = warp_sum(acc[r][t]);
-  if (S == 1) return;
-  __shared__ float part[kWarps][kRows][T];
-  if (lane == 0)
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
-#pragma unroll
-      for (int t = 0; t < T; ++t) part[warp][r][t] = acc[r][t];
-  __syncthreads();
-  if (warp % S == 0)
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
-#pragma unroll
-      for (int t = 0; t < T; ++t) {
-        float v = part[warp][r][t];
-        for (int j = 1; j < S; ++j) v += part[warp + j][r][t];
-        acc[r][t] = v;
-      }
-}
-
 // The fast GEMV (T activation rows; gathered: T == 1, row blockIdx.y uses expert experts[row]
 // and activation row row / x_div).
 template <QFmt F, int T>
@@ -282,7 +254,7 @@ __global__ void __launch_bounds__(kWarps * 32) qgemv_fast_kernel(QuantWeights w,
   } else if (!experts) {
     pdl_wait();  // every thread of a programmatic dependent waits before its grid may complete
   }
-  reduce_groups<T>(acc, S);
+  reduce_warp_groups<kWarps, kRows, T, kWarps>(acc, S);  // S warps per row group, chosen at launch
   if (lane != 0 || slice != 0 || n0 >= n) return;
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
