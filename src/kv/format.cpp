@@ -32,7 +32,7 @@ std::span<const KvFormat* const> kv_formats() {
       &codecs::kF32Format,    &codecs::kBf16Format,     &codecs::kInt8Format,
       &codecs::kFp8Format,    &codecs::kNvfp4Format,    &codecs::kK8v4Format,
       &codecs::kInt4Format,   &codecs::kRk4v4E8Format,  &codecs::kRk2v4E8Format,
-      &codecs::kE8RootRefFormat,
+      &codecs::kE8RootRefFormat, &codecs::kIq4nlRefFormat,
   };
   return table;
 }

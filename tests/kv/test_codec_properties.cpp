@@ -51,6 +51,7 @@ double gaussian_bound(std::string_view fmt, bool k) {
   if (fmt == "rk4v4-e8") return 0.0095;
   if (fmt == "rk2v4-e8") return k ? 0.095 : 0.0095;
   if (fmt == "e8-root-ref") return k ? 0.40 : 0.0095;
+  if (fmt == "iq4nl-ref") return 0.0070;
   return 0;
 }
 

@@ -15,7 +15,7 @@ TEST(KvFormatRegistry, NamesInTableOrder) {
   std::vector<std::string> names;
   for (const KvFormat* f : kv_formats()) names.emplace_back(f->name);
   EXPECT_EQ(names, (std::vector<std::string>{"f32", "bf16", "int8", "fp8", "nvfp4", "k8v4", "int4",
-                                             "rk4v4-e8", "rk2v4-e8", "e8-root-ref"}));
+                                             "rk4v4-e8", "rk2v4-e8", "e8-root-ref", "iq4nl-ref"}));
 }
 
 TEST(KvFormatRegistry, BytesPerHeadTokenMatchKvFormatsTable) {
@@ -25,7 +25,7 @@ TEST(KvFormatRegistry, BytesPerHeadTokenMatchKvFormatsTable) {
       {"f32", {512, 1024, 2048}},  {"bf16", {256, 512, 1024}}, {"int8", {132, 264, 528}},
       {"fp8", {132, 260, 516}},    {"nvfp4", {72, 144, 288}},  {"k8v4", {102, 202, 402}},
       {"int4", {68, 136, 272}},    {"rk4v4-e8", {68, 136, 272}}, {"rk2v4-e8", {52, 104, 208}},
-      {"e8-root-ref", {52, 104, 208}}};
+      {"e8-root-ref", {52, 104, 208}}, {"iq4nl-ref", {72, 144, 288}}};
   for (const KvFormat* f : kv_formats()) {
     auto it = want.find(std::string(f->name));
     ASSERT_NE(it, want.end()) << f->name;

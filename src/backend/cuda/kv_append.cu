@@ -69,14 +69,28 @@ __global__ void append_int8_kernel(KvAppendParams p) {
 }
 
 
-// rk4v4_e8.h e8l32::kAmaxDivs, as scalars (device code cannot index a host constexpr array).
+// rk4v4_e8.h e8l32::stage_div with its tables as scalars (device code cannot index a host
+// constexpr array): the divisor of candidate c (0..3) of a scale-search stage, given the best
+// divisor of the earlier stages.
+static_assert(codecs::e8l32::kScaleStages == 3, "e8l32_stage_div follows rk4v4_e8.h");
 constexpr float kDiv0 = codecs::e8l32::kAmaxDivs[0], kDiv1 = codecs::e8l32::kAmaxDivs[1],
                 kDiv2 = codecs::e8l32::kAmaxDivs[2], kDiv3 = codecs::e8l32::kAmaxDivs[3];
+constexpr float kStep10 = codecs::e8l32::kDivSteps[0][0], kStep11 = codecs::e8l32::kDivSteps[0][1],
+                kStep12 = codecs::e8l32::kDivSteps[0][2], kStep13 = codecs::e8l32::kDivSteps[0][3];
+constexpr float kStep20 = codecs::e8l32::kDivSteps[1][0], kStep21 = codecs::e8l32::kDivSteps[1][1],
+                kStep22 = codecs::e8l32::kDivSteps[1][2], kStep23 = codecs::e8l32::kDivSteps[1][3];
+__device__ __forceinline__ float e8l32_stage_div(int stage, int c, float best_div) {
+  if (stage == 0) return c == 0 ? kDiv0 : c == 1 ? kDiv1 : c == 2 ? kDiv2 : kDiv3;
+  const float step = stage == 1 ? (c == 0 ? kStep10 : c == 1 ? kStep11 : c == 2 ? kStep12 : kStep13)
+                                : (c == 0 ? kStep20 : c == 1 ? kStep21 : c == 2 ? kStep22 : kStep23);
+  return __fadd_rn(best_div, step);
+}
 
 // Compressed kinds (int4, rk4v4-e8, rk2v4-e8): one warp per (token, kv head, side), 4 warps
 // per block. The prepared row (NaN -> 0, clamp, rotation) lives in shared memory; per 64-group
 // the warp computes amax (and the rms tree of rk2v4-e8 K), then every lane encodes one
-// (scale candidate, 8-dim block) pair: 4 x 8 lanes for the 32-bit E8 code, 2 x 8 for E8P.
+// (scale candidate, 8-dim block) pair: 4 x 8 lanes for the 32-bit E8 code (three stages of 4
+// candidates, rk4v4_e8.h e8l32::stage_div), 2 x 8 for E8P.
 // The candidates' errors are summed in block order through shuffles, exactly as the CPU loop.
 __global__ void append_compressed_kernel(KvAppendParams p, E8pTables e8p) {
   __shared__ float buf[4][kMaxD];
@@ -118,36 +132,72 @@ __global__ void append_compressed_kernel(KvAppendParams p, E8pTables e8p) {
       continue;
     }
     const int blk8 = lane % 8;
-    int cand;
-    float raw;
-    if (e8p_side) {
-      // tree_sumsq64: t[i] = x[i]^2 + x[i+32]^2, then halves 16, 8, ..., 1 (lane 0 holds the sum).
-      float tsum = __fadd_rn(__fmul_rn(a, a), __fmul_rn(b, b));
-      for (int o = 16; o > 0; o >>= 1) tsum = __fadd_rn(tsum, __shfl_down_sync(0xffffffffu, tsum, o));
-      tsum = __shfl_sync(0xffffffffu, tsum, 0);
-      const float rms = __fsqrt_rn(__fmul_rn(tsum, 1.0f / 64.0f));
-      cand = (lane / 8) & 1;  // lanes 16..31 repeat lanes 0..15 and write nothing
-      raw = cand == 0 ? __fmul_rn(rms, codecs::e8p16::kRmsMul) : __fdiv_rn(m, codecs::e8p16::kAmaxDiv);
-    } else {
-      cand = lane / 8;
-      raw = __fdiv_rn(m, cand == 0 ? kDiv0 : (cand == 1 ? kDiv1 : (cand == 2 ? kDiv2 : kDiv3)));
+    if (!e8p_side) {
+      // 32-bit E8 code: three stages of 4 candidates (rk4v4_e8.cpp e8l32_encode); lane =
+      // candidate * 8 + block. A candidate replaces the best only with a smaller error, in
+      // candidate order, so the first wins ties as on the CPU.
+      const int cand = lane / 8;
+      float best_err = INFINITY, best_div = 0.0f;
+      uint32_t best_code = 0;
+      uint16_t best_bits = 0;
+      for (int stage = 0; stage < codecs::e8l32::kScaleStages; ++stage) {
+        const float div = e8l32_stage_div(stage, cand, best_div);
+        uint16_t bits;
+        const float s = fp16_scale(__fdiv_rn(m, div), &bits);
+        float u[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) u[i] = s > 0.0f ? __fdiv_rn(x[g + 8 * blk8 + i], s) : 0.0f;
+        float dist;
+        const uint32_t code = e8l32_encode_block(u, &dist);
+        float err = 0.0f;
+        for (int bb = 0; bb < 8; ++bb) err = __fadd_rn(err, __shfl_sync(0xffffffffu, dist, cand * 8 + bb));
+        err = __fmul_rn(__fmul_rn(err, s), s);
+        int best = -1;
+        for (int c = 0; c < 4; ++c) {
+          const float e = __shfl_sync(0xffffffffu, err, c * 8);
+          if (e < best_err) {
+            best_err = e;
+            best = c;
+          }
+        }
+        // every lane takes the winner's divisor, scale and the code of its own block
+        const int src = best < 0 ? lane : best * 8 + blk8;
+        const float win_div = __shfl_sync(0xffffffffu, div, src);
+        const uint32_t win_code = __shfl_sync(0xffffffffu, code, src);
+        const uint32_t win_bits = __shfl_sync(0xffffffffu, uint32_t(bits), src);
+        if (best >= 0) {
+          best_div = win_div;
+          best_code = win_code;
+          best_bits = uint16_t(win_bits);
+        }
+      }
+      if (lane < 8) {
+        if (lane == 0) scales[g / 64] = best_bits;
+        reinterpret_cast<uint32_t*>(codes)[g / 8 + blk8] = best_code;
+      }
+      continue;
     }
+    // E8P (rk2v4-e8 K): 2 scale candidates x 8 blocks, lanes 16..31 repeat lanes 0..15.
+    // tree_sumsq64: t[i] = x[i]^2 + x[i+32]^2, then halves 16, 8, ..., 1 (lane 0 holds the sum).
+    float tsum = __fadd_rn(__fmul_rn(a, a), __fmul_rn(b, b));
+    for (int o = 16; o > 0; o >>= 1) tsum = __fadd_rn(tsum, __shfl_down_sync(0xffffffffu, tsum, o));
+    tsum = __shfl_sync(0xffffffffu, tsum, 0);
+    const float rms = __fsqrt_rn(__fmul_rn(tsum, 1.0f / 64.0f));
+    const int cand = (lane / 8) & 1;  // lanes 16..31 repeat lanes 0..15 and write nothing
+    const float raw = cand == 0 ? __fmul_rn(rms, codecs::e8p16::kRmsMul) : __fdiv_rn(m, codecs::e8p16::kAmaxDiv);
     uint16_t bits;
     const float s = fp16_scale(raw, &bits);
     float u[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) u[i] = s > 0.0f ? __fdiv_rn(x[g + 8 * blk8 + i], s) : 0.0f;
     float dist;
-    uint32_t code;
-    if (e8p_side) code = e8p16_encode_block(u, &dist, e8p);
-    else code = e8l32_encode_block(u, &dist);
+    const uint32_t code = e8p16_encode_block(u, &dist, e8p);
     float err = 0.0f;
     for (int bb = 0; bb < 8; ++bb) err = __fadd_rn(err, __shfl_sync(0xffffffffu, dist, cand * 8 + bb));
     err = __fmul_rn(__fmul_rn(err, s), s);
-    const int n_cand = e8p_side ? 2 : 4;
     int best = 0;
     float best_err = INFINITY;
-    for (int c = 0; c < n_cand; ++c) {
+    for (int c = 0; c < 2; ++c) {
       const float e = __shfl_sync(0xffffffffu, err, c * 8);
       if (e < best_err) {
         best_err = e;
@@ -156,8 +206,7 @@ __global__ void append_compressed_kernel(KvAppendParams p, E8pTables e8p) {
     }
     if (lane / 8 == best) {
       if (blk8 == 0) scales[g / 64] = bits;
-      if (e8p_side) reinterpret_cast<uint16_t*>(codes)[g / 8 + blk8] = uint16_t(code);
-      else reinterpret_cast<uint32_t*>(codes)[g / 8 + blk8] = code;
+      reinterpret_cast<uint16_t*>(codes)[g / 8 + blk8] = uint16_t(code);
     }
   }
 }

@@ -15,5 +15,6 @@ extern const KvFormat kInt4Format;       // int4.cpp
 extern const KvFormat kRk4v4E8Format;    // rk4v4_e8.cpp
 extern const KvFormat kRk2v4E8Format;    // rk2v4_e8.cpp
 extern const KvFormat kE8RootRefFormat;  // e8_root_ref.cpp (comparison only)
+extern const KvFormat kIq4nlRefFormat;   // iq4nl_ref.cpp (comparison only)
 
 }  // namespace ninfer::codecs

@@ -17,23 +17,25 @@
 //                             the coset bit c (the low bit of z_7 is implied: sum(z) is even).
 //   bytes [D/2, D/2 + D/32)   scales: fp16 little-endian, group g at byte D/2 + 2g
 // Encode (per 64-group of the prepared row x; NaN/Inf and rotation as in common.h):
-//   for each div in {8.5, 8, 7, 6} (e8l32::kAmaxDivs): s = fp16(amax(x_g) / div), and per block
+//   scale search (e8l32::kAmaxDivs, kDivSteps): three stages of four divisors, stage 0
+//   {6, 7, 8, 9}, stage k the best divisor so far + {-1/2, -1/4, +1/4, +1/2} (k = 1) and
+//   + {-1/8, -1/16, +1/16, +1/8} (k = 2); for each: s = fp16(amax(x_g) / div), and per block
 //   u_i = x_i / s; for c = 0 and c = 1 find the nearest point of D8 n [-8,7]^8 to u - c/2
 //   (e8::nearest_d8_box: exact for the box) and keep the nearer (tie: c = 0);
 //   err = ((sum over the 8 blocks of the kept distance, in block order) * s) * s.
-//   Keep the candidate with the least err (first on ties) and store its s and codes.
-//   s == 0 -> u = 0: every code is 0x88888888 (y = 0).
-//   NOTE: a single amax/8 scale measures 0.70x int4's error on Gaussian rows; the best of the
-//   four 0.67x, and a lone spike (a constant row after H) becomes exact with div 6.
+//   A candidate replaces the best only when its err is smaller (the first wins ties); the best's
+//   s and codes are stored. s == 0 -> u = 0: every code is 0x88888888 (y = 0).
+//   NOTE: a single amax/8 scale measures 0.70x int4's error on Gaussian rows, the best of
+//   {8.5, 8, 7, 6} 0.67x, this search 0.65x; a lone spike (a constant row after H) becomes
+//   exact with div 6.
 // Decode: z_i = n_i - 8 (i < 7); z_7 = (nibble7 & 0xE) - 8 + (sum_{i<7} z_i & 1);
 //   x_i = (z_i + c/2) * s. As integers 2y_i = 2z_i + c lies in [-16, 15]: the code expands to
 //   int8 for a tensor-core dot product with the group scale s/2.
 // Encoder cost per 8-dim block and scale candidate: 8 divisions, then per coset 8 x (round,
-// clamp, 2 squares, compare) ~ 60 flops, ~130 in all, ~520 for the four candidates; no tables.
+// clamp, 2 squares, compare) ~ 60 flops, ~130 in all, ~1,560 for the twelve candidates; no tables.
 #include "kv/codecs/rk4v4_e8.h"
 
 #include <bit>
-#include <iterator>
 
 #include "kv/codecs/codecs.h"
 #include "kv/codecs/common.h"
@@ -200,21 +202,22 @@ NINFER_HOT_LOOP void e8l32_encode(const float* raw, int d, uint8_t* out) {
   uint8_t* scales = out + d / 2;
   for (int g = 0; g < d; g += 64) {
     const float m = amax(x + g, 64);
-    float raw_scales[std::size(e8l32::kAmaxDivs)];
-    int n = 0;
-    for (float div : e8l32::kAmaxDivs) raw_scales[n++] = m / div;
-    // best_scale_codes(x + g, raw_scales, n, e8l32::encode_block, best_codes), a group at a time
-    uint32_t best_codes[8] = {}, codes[8];  // replaced: every err is finite
+    uint32_t best_codes[8] = {}, codes[8];
     uint16_t best_bits = 0;
-    float best_err = INFINITY;
-    for (int c = 0; c < n; ++c) {
-      uint16_t sbits;
-      const float s = fp16_scale(raw_scales[c], &sbits);
-      const float err = (e8l32::encode_group(x + g, s, codes) * s) * s;
-      if (err < best_err) {
-        best_err = err;
-        best_bits = sbits;
-        for (int b = 0; b < 8; ++b) best_codes[b] = codes[b];
+    float best_err = INFINITY, best_div = 0.0f;
+    for (int stage = 0; stage < e8l32::kScaleStages; ++stage) {
+      const float base = best_div;
+      for (int c = 0; c < 4; ++c) {
+        const float div = e8l32::stage_div(stage, c, base);
+        uint16_t sbits;
+        const float s = fp16_scale(m / div, &sbits);
+        const float err = (e8l32::encode_group(x + g, s, codes) * s) * s;
+        if (err < best_err) {
+          best_err = err;
+          best_bits = sbits;
+          best_div = div;
+          for (int b = 0; b < 8; ++b) best_codes[b] = codes[b];
+        }
       }
     }
     store_u16(scales + g / 32, best_bits);
