@@ -343,6 +343,11 @@ TEST_F(Serve, TimingHistogramsCountEachRequestUnderBothNames) {
   StreamReply s = client().post_stream("/v1/chat/completions", body);
   ASSERT_EQ(s.status, 200);
   ASSERT_TRUE(idle_within(5s));
+  // NOTE: the end-to-end and queue histograms are observed by the HTTP handler after the stream's
+  // last write, which may come after the scheduler is idle (seen under load): wait for them.
+  for (auto until = std::chrono::steady_clock::now() + 5s;
+       count("ninfer_e2e_request_latency_seconds") < e2e0 + 1 && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(10ms);
   EXPECT_EQ(count("ninfer_e2e_request_latency_seconds"), e2e0 + 1);
   EXPECT_EQ(count("ninfer_request_queue_time_seconds"), q0 + 1);
   EXPECT_EQ(count("ninfer_time_to_first_token_seconds"), t0 + 1);
